@@ -1,0 +1,213 @@
+"""``nccl-workbook``: the workbook without a notebook.
+
+Subcommands::
+
+    nccl-workbook scenarios                         # ids with a one-line symptom
+    nccl-workbook run ID [--variant NAME|all] [--world-size N] [--timeout S] [--out DIR] [--json]
+    nccl-workbook lab [--no-browser] [--port N]     # JupyterLab on the workbook's notebooks
+    nccl-workbook triage [FILE|-] [--json]          # read a failed job's log
+    nccl-workbook doctor [--json]                   # check settings for known-bad/no-op values
+
+``run`` uses the same :func:`nccl_workbook.runner.run_scenario` as the notebooks, so both give the
+same answers. Bad input exits with status 2 and a one-line message naming what is valid; a run
+whose broken variant times out is a result (exit 0), not an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["main", "build_parser", "max_local_ranks"]
+
+#: rough resident size of one engine with torch imported (measured ~300 MiB; keep headroom)
+_ENGINE_MIB = 450
+
+
+def max_local_ranks() -> int:
+    """How many ranks this machine can hold as local engines: by memory, and at most 4 per core."""
+    try:
+        import psutil
+
+        by_mem = int(psutil.virtual_memory().available / (_ENGINE_MIB * 2**20))
+    except Exception:  # noqa: BLE001
+        by_mem = 8
+    return max(2, min(by_mem, 4 * (os.cpu_count() or 1)))
+
+
+def _fail(msg: str) -> int:
+    print(f"nccl-workbook: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _cmd_scenarios(args: argparse.Namespace) -> int:
+    from nccl_workbook.scenarios import SCENARIOS
+
+    if args.json:
+        print(json.dumps([
+            {"id": s.id, "symptom": s.symptom, "seed": s.seed, "variants": s.variant_names, "notebook": s.notebook}
+            for s in SCENARIOS.values()
+        ], indent=2))
+        return 0
+    width = max(len(s) for s in SCENARIOS)
+    for s in SCENARIOS.values():
+        print(f"{s.id:<{width}}  {s.symptom}")
+        print(f"{'':<{width}}  variants: {', '.join(s.variant_names)}   notebook: notebooks/{s.notebook}")
+    return 0
+
+
+def _progress_printer(label: str, enabled: bool):  # noqa: ANN202
+    """On a terminal: one line updated in place every second. Elsewhere (CI logs, pipes): a line
+    every 5 s, so long runs still show they are alive without flooding the log."""
+    tty = sys.stderr.isatty()
+    every = 1.0 if tty else 5.0
+    last = [0.0]
+
+    def show(elapsed: float, done: int, total: int) -> None:
+        if not enabled or done == total or elapsed - last[0] < every:
+            if enabled and done == total and tty:
+                print("\r\033[K", end="", file=sys.stderr, flush=True)
+            return
+        last[0] = elapsed
+        text = f"  {label}: {elapsed:5.1f} s, {done}/{total} ranks finished"
+        print(f"\r{text}" if tty else text, end="" if tty else "\n", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from nccl_workbook.cluster import ClusterError, RankCluster
+    from nccl_workbook.runner import resolve_variants, validate_run_args
+    from nccl_workbook.scenarios import get_scenario
+
+    # validate everything before starting a cluster (that takes ~10 s)
+    try:
+        scenario = get_scenario(args.scenario)
+        variants = resolve_variants(scenario.id, args.variant)
+        validate_run_args(args.world_size, args.timeout, max_local_ranks())
+    except (KeyError, ValueError) as e:
+        return _fail(str(e.args[0] if e.args else e))
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    show = not args.quiet
+    t0 = time.perf_counter()
+    if show:
+        print(f"starting a local {args.world_size}-rank cluster (gloo on CPU)…", file=sys.stderr, flush=True)
+    results = []
+    try:
+        with RankCluster(n_ranks=args.world_size, backend=args.backend) as cluster:
+            if show:
+                print(f"  cluster ready in {cluster.start_s:.1f} s", file=sys.stderr, flush=True)
+            from nccl_workbook.runner import run_scenario
+
+            for v in variants:
+                r = run_scenario(cluster, scenario.id, v, world_size=args.world_size, timeout_s=args.timeout,
+                                 progress=_progress_printer(f"{scenario.id} [{v}]", show))
+                results.append(r)
+                if show:
+                    print(f"  -> {r.summary_line()}", file=sys.stderr, flush=True)
+    except ClusterError as e:
+        return _fail(str(e))
+    if out is not None:
+        _write_outputs(out, results)
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], indent=2))
+    else:
+        _print_summary(results)
+    if show:
+        print(f"done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return 0
+
+
+def _print_summary(results: list) -> None:  # noqa: ANN001
+    for r in results:
+        print(r.summary_line())
+        if not r.ok and r.diagnosis is not None:
+            agree = "agrees with" if r.diagnosis_agrees else "DIFFERS from"
+            print(f"  diagnosis: {r.diagnosis.message} ({agree} the scenario's ground truth {list(r.expected_culprits)})")
+        for p in r.per_rank:
+            err = f"  {p.error[:110]}" if p.error else ""
+            med = f"{p.step_time_median_s * 1e3:.1f} ms" if p.step_time_median_s is not None else "-"
+            print(f"    rank {p.rank}: {p.status.value:<11} steps={p.steps:<3} step median={med:<9}{err}")
+        for n in r.notes:
+            print(f"  note: {n}")
+
+
+def _write_outputs(out: Path, results: list) -> None:  # noqa: ANN001
+    from nccl_workbook import plots
+    from nccl_workbook.runner import combined_trace
+
+    df = combined_trace(results)
+    scenario = results[0].scenario
+    df.to_csv(out / f"{scenario}-trace.csv", index=False)
+    (out / f"{scenario}-results.json").write_text(json.dumps([r.to_json() for r in results], indent=2))
+    timeouts = {r.variant: r.pg_timeout_s for r in results}
+    plots.timeline(df, timeouts_s=timeouts, title=scenario).savefig(out / f"{scenario}-timeline.png", dpi=100)
+    plots.step_and_collective_times(df, title=scenario).savefig(out / f"{scenario}-times.png", dpi=100)
+    print(f"wrote trace, results and plots to {out}/", file=sys.stderr)
+
+
+def _cmd_lab(args: argparse.Namespace) -> int:
+    notebooks = Path(args.notebook_dir) if args.notebook_dir else _notebooks_dir()
+    if notebooks is None or not notebooks.is_dir():
+        return _fail("cannot find the notebooks/ folder; pass --notebook-dir")
+    cmd = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebooks}", f"--ServerApp.ip={args.ip}"]
+    if args.port:
+        cmd.append(f"--ServerApp.port={args.port}")
+    if args.no_browser:
+        cmd.append("--no-browser")
+    print(" ".join(cmd), file=sys.stderr, flush=True)
+    os.execv(sys.executable, cmd)
+    return 0  # pragma: no cover
+
+
+def _notebooks_dir() -> Path | None:
+    for base in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        if (base / "notebooks").is_dir():
+            return base / "notebooks"
+    return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nccl-workbook", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("scenarios", help="list scenario ids with a one-line symptom")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_cmd_scenarios)
+
+    r = sub.add_parser("run", help="run a scenario's variants on a local cluster")
+    r.add_argument("scenario", help="scenario id (see `nccl-workbook scenarios`)")
+    r.add_argument("--variant", default="all", help="variant name or 'all' (default)")
+    r.add_argument("--world-size", type=int, default=4, help="number of ranks (default 4)")
+    r.add_argument("--timeout", type=float, default=None, help="process-group timeout in seconds (default: the scenario's)")
+    r.add_argument("--backend", default="gloo", choices=["gloo", "nccl", "auto"], help="default gloo (CPU)")
+    r.add_argument("--out", default=None, help="folder for the trace (CSV), results (JSON) and plots (PNG)")
+    r.add_argument("--json", action="store_true", help="print a JSON list, one object per variant")
+    r.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    r.set_defaults(func=_cmd_run)
+
+    lab = sub.add_parser("lab", help="open the workbook in JupyterLab")
+    lab.add_argument("--no-browser", action="store_true", help="do not open a browser; print the URL")
+    lab.add_argument("--port", type=int, default=0)
+    lab.add_argument("--ip", default="localhost")
+    lab.add_argument("--notebook-dir", default=None)
+    lab.set_defaults(func=_cmd_lab)
+
+    # triage/doctor subcommands are registered here
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,486 @@
+"""RankCluster: an ipyparallel cluster with one engine per rank, and runs of rank programs on it.
+
+Ranks are positions in the sorted engine ids (a replacement engine gets a new id, so engine id 2
+is not rank 2 after a restart). Each :meth:`RankCluster.run` initialises a fresh process group
+(free port, the run's timeout), runs the program on every rank, destroys the group in ``finally``
+on every rank, and brings back one :class:`~nccl_workbook.results.RankReport` per rank. Every wait
+has a client-side deadline: a rank whose engine does not answer in time is reported as
+``timeout`` and its engine is killed and replaced; an engine that died is reported as ``crashed``
+and replaced before the next run.
+
+The cluster's state lives in a folder the project owns (``$NCCL_WORKBOOK_HOME``, default
+``~/.cache/nccl-workbook``), not in ``~/.ipython``. Engines and controller never outlive the
+process that started them: a reaper process (:mod:`nccl_workbook._reaper`) kills them if that
+process dies without calling :meth:`stop`.
+
+Usage::
+
+    with RankCluster(n_ranks=4) as cluster:          # local engines, gloo on CPU
+        run = cluster.run(my_program, params, pg_timeout_s=3)
+        [r.status for r in run.reports]
+
+    cluster = RankCluster.attach(profile="slurm")    # an ipyparallel cluster you started yourself
+
+Limits: replacing dead engines and the reaper need a cluster this object started; an attached
+cluster is only used, never stopped. Killing a hung engine needs it to run on this host.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nccl_workbook.rank import EngineInfo, RankSpec, engine_clock, engine_setup, pick_rendezvous, run_rank
+from nccl_workbook.results import RankReport, RankStatus
+
+__all__ = ["RankCluster", "ClusterRun", "ClusterError", "state_dir", "Progress"]
+
+log = logging.getLogger(__name__)
+
+#: called while a run is in progress with (seconds elapsed, ranks finished, world size)
+Progress = Callable[[float, int, int], None]
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started, reached, or repaired."""
+
+
+def state_dir() -> Path:
+    """Folder for ipyparallel state (profile, connection files, logs)."""
+    base = os.environ.get("NCCL_WORKBOOK_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nccl-workbook"
+    )
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """The raw result of one run: per-rank reports plus what the cluster had to do."""
+
+    reports: tuple[RankReport, ...]
+    wall_s: float
+    backend: str
+    world_size: int
+    pg_timeout_s: float
+    clock_offsets_ns: dict[int, int]
+    notes: tuple[str, ...]
+
+
+def _package_parent() -> str:
+    return str(Path(__file__).resolve().parent.parent)
+
+
+class RankCluster:
+    """One ipyparallel engine per rank; see the module docstring."""
+
+    def __init__(
+        self,
+        n_ranks: int = 4,
+        *,
+        backend: str = "gloo",
+        engine_timeout_s: float = 90.0,
+        engine_env: dict[str, str] | None = None,
+    ) -> None:
+        if n_ranks < 1:
+            raise ValueError(f"n_ranks must be >= 1, got {n_ranks}")
+        if backend not in {"gloo", "nccl", "auto"}:
+            raise ValueError(f"backend must be 'gloo', 'nccl' or 'auto', got {backend!r}")
+        self.n_ranks = n_ranks
+        self.requested_backend = backend
+        self.engine_timeout_s = engine_timeout_s
+        self._engine_env = dict(engine_env or {})
+        self._ipp_cluster: Any = None  # ipyparallel.Cluster when we own or know it
+        self._client: Any = None
+        self._owned = False
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._info: dict[int, EngineInfo] = {}
+        self._backend: str | None = None
+        self._notes: list[str] = []
+        self.start_s: float | None = None
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def attach(
+        cls,
+        *,
+        profile: str | None = None,
+        profile_dir: str | None = None,
+        cluster_id: str = "",
+        client: Any = None,
+        backend: str = "auto",
+    ) -> RankCluster:
+        """Use an ipyparallel cluster that is already running (one engine per rank), e.g. one
+        started with ``ipcluster start --engines=slurm``. Every engine becomes a rank."""
+        import ipyparallel as ipp
+
+        if client is None:
+            try:
+                cluster = ipp.Cluster.from_file(profile=profile, profile_dir=profile_dir, cluster_id=cluster_id)
+                client = cluster.connect_client_sync()
+            except Exception as e:  # noqa: BLE001
+                try:
+                    client = ipp.Client(profile=profile, profile_dir=profile_dir, cluster_id=cluster_id or None, timeout=10)
+                except Exception as e2:  # noqa: BLE001
+                    raise ClusterError(
+                        f"could not attach to an ipyparallel cluster (profile={profile!r}, "
+                        f"profile_dir={profile_dir!r}, cluster_id={cluster_id!r}): {e2}; "
+                        f"start one with `ipcluster start -n N` first"
+                    ) from e
+                cluster = None
+        else:
+            cluster = getattr(client, "cluster", None)
+        n = len(client.ids)
+        if n < 1:
+            raise ClusterError("the attached cluster has no engines; start at least 2")
+        self = cls(n_ranks=n, backend=backend)
+        self._client, self._ipp_cluster, self._owned = client, cluster, False
+        self._setup_engines(sorted(client.ids))
+        return self
+
+    def start(self) -> RankCluster:
+        """Start the controller and ``n_ranks`` engines, import torch on them. Idempotent."""
+        if self._client is not None:
+            return self
+        import ipyparallel as ipp
+
+        t0 = time.perf_counter()
+        home = state_dir()
+        profile_dir = home / "profile_nccl_workbook"
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        cluster_id = f"nwb-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._ipp_cluster = ipp.Cluster(
+            profile_dir=str(profile_dir),
+            cluster_id=cluster_id,
+            n=self.n_ranks,
+            delay=0,
+            engine_timeout=int(self.engine_timeout_s),
+            log_level=logging.WARNING,
+            load_profile=False,
+        )
+        self._owned = True
+        self._start_reaper(cluster_id, str(profile_dir))
+        try:
+            self._ipp_cluster.start_controller_sync(environment=self._env())
+            self._ipp_cluster.start_engines_sync(n=self.n_ranks, environment=self._env())
+            self._client = self._ipp_cluster.connect_client_sync()
+            self._client.wait_for_engines(self.n_ranks, timeout=self.engine_timeout_s)
+            self._setup_engines(sorted(self._client.ids))
+        except BaseException as e:
+            self.stop()
+            raise ClusterError(f"could not start a {self.n_ranks}-engine cluster: {e}") from e
+        self.start_s = time.perf_counter() - t0
+        log.info("cluster of %d engines ready in %.1f s", self.n_ranks, self.start_s)
+        return self
+
+    def _env(self) -> dict[str, str]:
+        home = state_dir()
+        env = {
+            "IPYTHONDIR": str(home / "ipython"),
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+            # engines must import this package even when it is run from a source tree
+            "PYTHONPATH": os.pathsep.join(p for p in [_package_parent(), os.environ.get("PYTHONPATH", "")] if p),
+        }
+        env.update(self._engine_env)
+        return env
+
+    def _start_reaper(self, cluster_id: str, profile_dir: str) -> None:
+        import psutil
+
+        me = psutil.Process()
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-m", "nccl_workbook._reaper", str(me.pid), repr(me.create_time()), cluster_id, profile_dir],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [_package_parent(), os.environ.get("PYTHONPATH", "")] if p)},
+        )
+
+    def _setup_engines(self, ids: list[int]) -> None:
+        """Import torch on the given engines and record who they are."""
+        missing = [i for i in ids if i not in self._info]
+        if not missing:
+            return
+        ar = self._client[missing].apply_async(engine_setup)
+        if not ar.wait(self.engine_timeout_s):
+            raise ClusterError(f"engines {missing} did not finish importing torch in {self.engine_timeout_s:.0f} s")
+        for eid, info in zip(missing, ar.get()):
+            self._info[eid] = info
+
+    # -- teardown ------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop engines and controller (if this object started them) and the reaper. Fast even
+        when engines are stuck: they get SIGKILL, there is nothing to save on them."""
+        if self._client is not None:
+            try:
+                self._client.close(linger=0)
+            except Exception:  # noqa: BLE001
+                pass
+            self._client = None
+        if self._owned and self._ipp_cluster is not None:
+            from nccl_workbook._reaper import kill_cluster_processes, remove_cluster_files
+
+            cluster = self._ipp_cluster
+            try:
+                kill_cluster_processes(cluster.cluster_id, cluster.profile_dir)
+            finally:
+                try:
+                    # processes are gone: this only lets ipyparallel tidy its state and files
+                    cluster.stop_cluster_sync()
+                except Exception:  # noqa: BLE001
+                    pass
+                remove_cluster_files(cluster.cluster_id, cluster.profile_dir)
+        self._ipp_cluster = None
+        if self._reaper is not None:
+            self._reaper.terminate()
+            try:
+                self._reaper.wait(5)
+            except subprocess.TimeoutExpired:
+                self._reaper.kill()
+            self._reaper = None
+        self._info.clear()
+
+    def __enter__(self) -> RankCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        try:
+            if self._owned and self._client is not None:
+                self.stop()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def __repr__(self) -> str:
+        if self._client is None:
+            state = "stopped"
+        else:
+            state = f"running, engines={self.engine_ids}"
+        cid = getattr(self._ipp_cluster, "cluster_id", None)
+        owner = "owned" if self._owned else "attached"
+        return f"<RankCluster(n_ranks={self.n_ranks}, backend={self.backend!r}, {owner}, cluster_id={cid!r}, {state})>"
+
+    # -- introspection -------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._client is not None
+
+    @property
+    def engine_ids(self) -> list[int]:
+        """Engine ids in rank order (rank i runs on ``engine_ids[i]``)."""
+        self._require_running()
+        return sorted(self._client.ids)
+
+    @property
+    def engines(self) -> dict[int, EngineInfo]:
+        """rank -> what its engine reported (pid, host, torch version, GPUs)."""
+        return {rank: self._info[eid] for rank, eid in enumerate(self.engine_ids) if eid in self._info}
+
+    @property
+    def backend(self) -> str:
+        """The backend runs use: ``gloo``, or ``nccl`` when asked for (or ``auto`` and every rank
+        can have a GPU of its own on its host)."""
+        if self._backend is None:
+            if self.requested_backend != "auto" or not self._info:
+                self._backend = "gloo" if self.requested_backend == "auto" else self.requested_backend
+            else:
+                per_host: dict[str, int] = {}
+                for info in self._info.values():
+                    per_host[info.host] = per_host.get(info.host, 0) + 1
+                enough = all(
+                    info.cuda_devices >= per_host[info.host] for info in self._info.values()
+                )
+                self._backend = "nccl" if enough else "gloo"
+        return self._backend
+
+    @property
+    def max_world_size(self) -> int:
+        return len(self._client.ids) if self._client is not None else self.n_ranks
+
+    def _require_running(self) -> None:
+        if self._client is None:
+            raise ClusterError("the cluster is not running; call start() or use `with RankCluster(...)`")
+
+    # -- health --------------------------------------------------------------------------------
+    def ensure_healthy(self, *, ping_timeout_s: float = 5.0) -> list[str]:
+        """Make sure ``n_ranks`` engines answer; replace dead or stuck ones. Returns notes on what
+        was done (empty when nothing was needed)."""
+        self._require_running()
+        notes: list[str] = []
+        ids = sorted(self._client.ids)
+        if ids:
+            ar = self._client[ids].apply_async(os.getpid)
+            ar.wait(ping_timeout_s)
+            stuck = [eid for eid, sub in zip(ids, ar._children) if not sub.done()]  # noqa: SLF001
+            for eid in stuck:
+                notes.append(self._kill_engine(eid, f"engine {eid} did not answer a ping in {ping_timeout_s:g} s"))
+        for eid in list(self._info):
+            if eid not in self._client.ids:
+                info = self._info.pop(eid)
+                notes.append(f"engine {eid} (pid {info.pid}) is gone")
+        missing = self.n_ranks - len(self._client.ids)
+        if missing > 0:
+            if not (self._owned and self._ipp_cluster is not None):
+                raise ClusterError(
+                    f"{missing} engine(s) of the attached cluster died; restart them "
+                    f"(e.g. `ipcluster engines -n {missing}`) and attach again"
+                )
+            t0 = time.perf_counter()
+            before = set(self._client.ids)
+            self._ipp_cluster.start_engines_sync(n=missing, environment=self._env())
+            self._client.wait_for_engines(self.n_ranks, timeout=self.engine_timeout_s)
+            self._setup_engines(sorted(set(self._client.ids) - before))
+            notes.append(f"started {missing} replacement engine(s) in {time.perf_counter() - t0:.1f} s")
+        for n in notes:
+            log.warning(n)
+        return notes
+
+    def _kill_engine(self, eid: int, why: str, *, wait_s: float = 20.0) -> str:
+        """SIGKILL a (local) engine and wait until the controller has unregistered it."""
+        info = self._info.get(eid)
+        if info is None:
+            return f"{why}; its pid is unknown, so it was left alone"
+        try:
+            os.kill(info.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        except PermissionError as e:
+            raise ClusterError(f"{why}; could not kill pid {info.pid}: {e}") from e
+        deadline = time.monotonic() + wait_s
+        while eid in self._client.ids and time.monotonic() < deadline:
+            self._client.spin()
+            time.sleep(0.05)
+        return f"{why}; killed it (pid {info.pid})"
+
+    def clock_offsets_ns(self, world_size: int | None = None) -> dict[int, int]:
+        """rank -> estimated lead of that engine's clock over this process's (ns), from one
+        round trip each (midpoint method). Zero for engines on this host."""
+        import socket
+
+        ids = self.engine_ids[: world_size or self.n_ranks]
+        me = socket.gethostname()
+        offsets: dict[int, int] = {}
+        for rank, eid in enumerate(ids):
+            info = self._info.get(eid)
+            if info is not None and info.host == me:
+                offsets[rank] = 0
+                continue
+            t0 = time.time_ns()
+            remote = self._client[eid].apply_sync(engine_clock)
+            t1 = time.time_ns()
+            offsets[rank] = remote - (t0 + t1) // 2
+        return offsets
+
+    # -- runs ----------------------------------------------------------------------------------
+    def run(
+        self,
+        program: Callable[..., dict[str, Any] | None],
+        params: Any,
+        *,
+        pg_timeout_s: float,
+        world_size: int | None = None,
+        deadline_s: float | None = None,
+        debug_level: str | None = None,
+        progress: Progress | None = None,
+    ) -> ClusterRun:
+        """Run ``program(ctx, params)`` on ``world_size`` ranks with a fresh process group.
+
+        ``deadline_s`` is the client-side limit for the whole run (default: four times the
+        group timeout plus 20 s); ranks still busy then are reported as ``timeout`` and their
+        engines replaced.
+        """
+        self._require_running()
+        if pg_timeout_s <= 0:
+            raise ValueError(f"pg_timeout_s must be > 0, got {pg_timeout_s}")
+        notes = self.ensure_healthy()
+        ws = world_size or self.n_ranks
+        if not 1 <= ws <= len(self._client.ids):
+            raise ValueError(f"world_size must be between 1 and {len(self._client.ids)} (the engines), got {ws}")
+        deadline_s = deadline_s if deadline_s is not None else 4 * pg_timeout_s + 20
+        ids = self.engine_ids[:ws]
+        hosts = [self._info[eid].host for eid in ids]
+        addr, port = self._client[ids[0]].apply_sync(pick_rendezvous, len(set(hosts)) == 1 and hosts[0] == _this_host())
+        local_ranks = [hosts[:r].count(hosts[r]) for r in range(ws)]
+        backend = self.backend
+        specs = [
+            RankSpec(
+                rank=r, world_size=ws, local_rank=local_ranks[r], backend=backend,
+                init_method=f"tcp://{addr}:{port}", pg_timeout_s=float(pg_timeout_s),
+                program=program, params=params, debug_level=debug_level,
+            )
+            for r in range(ws)
+        ]
+        t0 = time.perf_counter()
+        pending = {r: self._client[eid].apply_async(run_rank, specs[r]) for r, eid in enumerate(ids)}
+        reports: dict[int, RankReport] = {}
+        while pending and time.perf_counter() - t0 < deadline_s:
+            for r, ar in list(pending.items()):
+                if ar.ready():
+                    reports[r] = self._collect(r, ar, ids[r])
+                    del pending[r]
+            if progress is not None:
+                progress(time.perf_counter() - t0, len(reports), ws)
+            if pending:
+                next(iter(pending.values())).wait(0.1)
+        for r, ar in pending.items():
+            why = f"rank {r} did not finish within the client deadline of {deadline_s:g} s"
+            notes.append(self._kill_engine(ids[r], why))
+            reports[r] = _synthetic_report(r, RankStatus.TIMEOUT, why, self._info.get(ids[r]))
+        wall = time.perf_counter() - t0
+        if progress is not None:
+            progress(wall, ws, ws)
+        for r, rep in reports.items():
+            if rep.status is RankStatus.CRASHED:
+                notes.append(f"rank {r}'s engine died ({rep.error}); it is replaced before the next run")
+        offsets = self.clock_offsets_ns(ws) if len(set(hosts)) > 1 else {r: 0 for r in range(ws)}
+        return ClusterRun(
+            reports=tuple(reports[r] for r in range(ws)),
+            wall_s=wall,
+            backend=backend,
+            world_size=ws,
+            pg_timeout_s=float(pg_timeout_s),
+            clock_offsets_ns=offsets,
+            notes=tuple(notes),
+        )
+
+    def _collect(self, rank: int, ar: Any, eid: int) -> RankReport:
+        import ipyparallel as ipp
+
+        try:
+            return ar.get(0)
+        except ipp.error.EngineError as e:
+            return _synthetic_report(rank, RankStatus.CRASHED, f"engine died: {e}", self._info.get(eid))
+        except ipp.error.RemoteError as e:
+            if e.ename == "EngineError":  # the engine process died while running the rank
+                return _synthetic_report(rank, RankStatus.CRASHED, f"engine died: {e.evalue}", self._info.get(eid))
+            # run_rank catches everything; any other RemoteError means it could not even start
+            return _synthetic_report(rank, RankStatus.ERROR, f"{e.ename}: {e.evalue}", self._info.get(eid))
+
+
+def _this_host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _synthetic_report(rank: int, status: RankStatus, error: str, info: EngineInfo | None) -> RankReport:
+    now = time.time_ns()
+    return RankReport(
+        rank=rank, status=status, error=error, exc_type=None, traceback=None, steps=0,
+        step_times_ns=(), rows=(), metrics={}, pid=info.pid if info else -1,
+        host=info.host if info else "?", t_begin_ns=now, t_end_ns=now,
+    )

@@ -1,0 +1,223 @@
+"""Cross-rank matching: which rank was late or missing, in which collective, from the trace alone.
+
+Collectives are matched across ranks by (process group, sequence number): every rank numbers the
+collectives it calls on a group from 1, so the k-th call on one rank meets the k-th call on the
+others. For the collective that failed, a rank is a *culprit* when it
+
+- never called it (missing: it was elsewhere, raised, or died), or
+- called it only after the waiting ranks' timeout had already run out (late), or
+- called it with a different op or size than the others (mismatch; the minority is blamed).
+
+The verdict is a value (:class:`Diagnosis`), never a log line or an exception.
+
+Usage::
+
+    d = diagnose(trace_df, statuses={0: RankStatus.PEER_CLOSED, 1: RankStatus.TIMEOUT, ...},
+                 world_size=4, pg_timeout_s=3.0)
+    d.verdict, d.culprit_ranks, d.failed_op   # Verdict.LATE_RANK, (0,), 'BARRIER'
+    collective_table(trace_df)                # one row per matched collective, with arrival skew
+
+Known limits: matching assumes each group's collectives are numbered from the same point on every
+rank (true for runs traced from process-group init, as the workbook does). A rank whose report was
+lost (its process died) has no rows: it shows as missing, which is what it was.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from nccl_workbook.results import RankStatus
+
+__all__ = ["Verdict", "Diagnosis", "diagnose", "collective_table", "op_from_traceback"]
+
+
+class Verdict(str, enum.Enum):
+    OK = "ok"
+    #: a rank reached the failed collective only after the others had timed out
+    LATE_RANK = "late_rank"
+    #: a rank never reached the failed collective
+    MISSING_RANK = "missing_rank"
+    #: ranks called different ops or sizes at the same sequence number
+    MISMATCH = "mismatch"
+    #: no collective failed, but a rank raised or died
+    RANK_FAILED = "rank_failed"
+    #: the trace does not say
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    verdict: Verdict
+    culprit_ranks: tuple[int, ...]
+    failed_op: str | None
+    failed_pg: str | None = None
+    failed_seq: int | None = None
+    late_ranks: tuple[int, ...] = ()
+    missing_ranks: tuple[int, ...] = ()
+    #: seconds between the first and the last arrival at the failed collective (NaN if unknown)
+    arrival_skew_s: float | None = None
+    message: str = ""
+    evidence: tuple[str, ...] = field(default=())
+
+    @property
+    def summary(self) -> dict[str, object]:
+        return {
+            "verdict": self.verdict.value,
+            "culprit_ranks": list(self.culprit_ranks),
+            "failed_op": self.failed_op,
+            "failed_pg": self.failed_pg,
+            "failed_seq": self.failed_seq,
+            "late_ranks": list(self.late_ranks),
+            "missing_ranks": list(self.missing_ranks),
+            "arrival_skew_s": None if self.arrival_skew_s is None else round(self.arrival_skew_s, 3),
+            "message": self.message,
+        }
+
+
+_FAILED = {"timeout", "peer_closed", "error", "running"}
+
+
+def collective_table(trace: pd.DataFrame) -> pd.DataFrame:
+    """One row per (pg, seq): op (most common), ranks that arrived, first/last arrival (ns), the
+    skew, the last rank to arrive, and whether it completed on every rank that arrived.
+
+    >>> from nccl_workbook.trace import trace_frame
+    >>> rows = [(r, "collective", "BARRIER", "0", 1, None, None, None, t, t, t2, "ok")
+    ...         for r, t, t2 in [(0, 5_000, 6_000), (1, 1_000, 6_000)]]
+    >>> collective_table(trace_frame(rows))[["op", "ranks", "skew_ns", "last_rank"]].to_dict("records")
+    [{'op': 'BARRIER', 'ranks': (0, 1), 'skew_ns': 4000, 'last_rank': 0}]
+    """
+    coll = trace[trace["kind"] == "collective"]
+    out = []
+    for (pg, seq), g in coll.groupby(["pg", "seq"], sort=True):
+        g = g.sort_values("t_enqueue_ns")
+        first, last = int(g["t_enqueue_ns"].iloc[0]), int(g["t_enqueue_ns"].iloc[-1])
+        out.append(
+            {
+                "pg": pg,
+                "seq": int(seq),
+                "op": Counter(g["name"]).most_common(1)[0][0],
+                "ranks": tuple(sorted(int(r) for r in g["rank"])),
+                "first_arrival_ns": first,
+                "last_arrival_ns": last,
+                "skew_ns": last - first,
+                "last_rank": int(g["rank"].iloc[-1]),
+                "completed": bool((g["status"] == "ok").all()),
+            }
+        )
+    cols = ["pg", "seq", "op", "ranks", "first_arrival_ns", "last_arrival_ns", "skew_ns", "last_rank", "completed"]
+    return pd.DataFrame(out, columns=cols)
+
+
+_TB_OPS = [
+    (re.compile(r"in (monitored_barrier)\b"), "MONITORED_BARRIER"),
+    (re.compile(r"in (barrier)\b"), "BARRIER"),
+    (re.compile(r"in (all_reduce)\b"), "ALLREDUCE"),
+    (re.compile(r"in (all_gather_object|all_gather)\b"), "ALLGATHER"),
+    (re.compile(r"in (all_gather_single|all_gather_into_tensor)\b"), "_ALLGATHER_BASE"),
+    (re.compile(r"in (broadcast|broadcast_object_list)\b"), "BROADCAST"),
+    (re.compile(r"in (reduce_scatter)\b"), "REDUCE_SCATTER"),
+    (re.compile(r"\.backward\(\)|in backward\b"), "ALLREDUCE"),  # DDP's gradient all-reduce
+]
+
+
+def op_from_traceback(tb: str | None) -> str | None:
+    """The collective a Python traceback failed in (gloo's timeout text names no op).
+
+    >>> op_from_traceback('File "t.py", line 3, in main\\n    dist.barrier()\\n  File "c10d.py", line 9, in barrier')
+    'BARRIER'
+    """
+    if not tb:
+        return None
+    best: tuple[int, str] | None = None
+    for pattern, op in _TB_OPS:
+        for m in pattern.finditer(tb):
+            if best is None or m.start() > best[0]:
+                best = (m.start(), op)  # the innermost (last) frame wins
+    return best[1] if best else None
+
+
+def diagnose(
+    trace: pd.DataFrame,
+    statuses: Mapping[int, RankStatus],
+    *,
+    world_size: int,
+    pg_timeout_s: float,
+    tracebacks: Mapping[int, str | None] | None = None,
+) -> Diagnosis:
+    """Find the failed collective and the ranks that caused it; see the module docstring."""
+    if all(s is RankStatus.OK for s in statuses.values()) and len(statuses) == world_size:
+        return Diagnosis(Verdict.OK, (), None, message="every rank completed")
+    coll = trace[trace["kind"] == "collective"]
+    failed = coll[coll["status"].isin(_FAILED)]
+    waiting = failed[failed["rank"].map(lambda r: statuses.get(int(r)) is RankStatus.TIMEOUT)]
+    pick = waiting if len(waiting) else failed
+    if len(pick) == 0:
+        return _no_collective_failed(statuses, tracebacks or {})
+    # the collective the first timing-out rank was stuck in
+    first = pick.sort_values("t_enqueue_ns").iloc[0]
+    pg, seq = str(first["pg"]), int(first["seq"])
+    at = coll[(coll["pg"] == pg) & (coll["seq"] == seq)].sort_values("t_enqueue_ns")
+    members = sorted(set(int(r) for r in coll.loc[coll["pg"] == pg, "rank"])) if pg != "0" else list(range(world_size))
+    if pg != "0":
+        members = sorted(set(members) | {r for r in range(world_size) if r not in set(trace["rank"].astype(int))})
+    arrived = {int(r): int(t) for r, t in zip(at["rank"], at["t_enqueue_ns"])}
+    op = Counter(at["name"]).most_common(1)[0][0]
+    evidence = [f"{pg=} seq={seq}: {len(arrived)}/{len(members)} ranks arrived"]
+
+    # mismatch: ops or sizes differ at the same sequence number
+    sig = {int(r): (str(n), None if pd.isna(k) else int(k)) for r, n, k in zip(at["rank"], at["name"], at["numel"])}
+    if len(set(sig.values())) > 1:
+        counts = Counter(sig.values())
+        majority = counts.most_common(1)[0][0]
+        odd = tuple(sorted(r for r, s in sig.items() if s != majority))
+        desc = ", ".join(f"rank {r}: {s[0]}(numel={s[1]})" for r, s in sorted(sig.items()))
+        return Diagnosis(
+            Verdict.MISMATCH, odd, majority[0], pg, seq, message=f"collective mismatch at seq {seq}: {desc}",
+            evidence=tuple(evidence),
+        )
+
+    missing = tuple(r for r in members if r not in arrived)
+    t_first = min(arrived.values())
+    timeout_ns = int(pg_timeout_s * 1e9)
+    late = tuple(sorted(r for r, t in arrived.items() if t >= t_first + timeout_ns))
+    skew = (max(arrived.values()) - t_first) / 1e9
+    if missing:
+        evidence.append(f"never arrived: {list(missing)}")
+    if late:
+        evidence.append(
+            "arrived after the others' timeout had run out: "
+            + ", ".join(f"rank {r} (+{(arrived[r] - t_first) / 1e9:.2f} s)" for r in late)
+        )
+    culprits = tuple(sorted(set(missing) | set(late)))
+    if not culprits and skew > 0.5 * pg_timeout_s:
+        # nobody was later than the timeout, but one rank was far behind: name the last one
+        last = max(arrived, key=arrived.__getitem__)
+        culprits, late = (last,), (last,)
+        evidence.append(f"rank {last} arrived last, {skew:.2f} s after the first")
+    if not culprits:
+        return Diagnosis(Verdict.UNKNOWN, (), op, pg, seq, arrival_skew_s=skew,
+                         message=f"{op} (seq {seq}) failed but every rank arrived in time", evidence=tuple(evidence))
+    verdict = Verdict.MISSING_RANK if missing and not late else Verdict.LATE_RANK
+    who = ", ".join(map(str, culprits))
+    msg = (
+        f"{op} (pg {pg}, seq {seq}) timed out waiting for rank(s) {who}: "
+        + ("never called it" if verdict is Verdict.MISSING_RANK else f"arrived {skew:.2f} s after the first rank, "
+           f"past the {pg_timeout_s:g} s timeout")
+    )
+    return Diagnosis(verdict, culprits, op, pg, seq, late, missing, skew, msg, tuple(evidence))
+
+
+def _no_collective_failed(statuses: Mapping[int, RankStatus], tracebacks: Mapping[int, str | None]) -> Diagnosis:
+    bad = tuple(sorted(r for r, s in statuses.items() if s in {RankStatus.ERROR, RankStatus.CRASHED}))
+    ops = [op_from_traceback(tracebacks.get(r)) for r, s in statuses.items() if s is RankStatus.TIMEOUT]
+    op = Counter(o for o in ops if o).most_common(1)[0][0] if any(ops) else None
+    if bad:
+        return Diagnosis(Verdict.RANK_FAILED, bad, op, message=f"rank(s) {', '.join(map(str, bad))} raised or died")
+    return Diagnosis(Verdict.UNKNOWN, (), op, message="no failed collective in the trace and no rank error")

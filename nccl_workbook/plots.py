@@ -1,0 +1,132 @@
+"""Trace frames -> matplotlib Figures. Pure functions: no pyplot state, no analysis, no display.
+
+- :func:`timeline`: one panel per variant, one lane per rank, on a shared time axis (s from the
+  run's first event): compute regions, time inside collectives (a collective on a rank is mostly
+  waiting for the last rank), and how each collective ended (timeout, peer closed).
+- :func:`step_and_collective_times`: per rank and variant, the median step time and the longest
+  collective (ms, log scale), broken next to each fix.
+
+Both take the frame from :func:`nccl_workbook.runner.combined_trace` (a ``variant`` column plus
+``t_enqueue_rel_ns``/``t_end_rel_ns``) and return a :class:`matplotlib.figure.Figure`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+__all__ = ["timeline", "step_and_collective_times", "STATUS_COLOURS"]
+
+STATUS_COLOURS = {
+    "ok": "#90a4ae",          # collective that completed: grey-blue
+    "timeout": "#d32f2f",     # timed out on this rank: red
+    "peer_closed": "#f57c00", # a peer gave up first: orange
+    "error": "#7b1fa2",
+    "running": "#000000",
+}
+REGION_COLOUR = "#43a047"     # compute regions (sample generation, log flush…): green
+STEP_COLOUR = "#e3f2fd"       # training steps: pale blue background
+
+
+def _variants(df: pd.DataFrame, order: Sequence[str] | None) -> list[str]:
+    present = list(dict.fromkeys(df["variant"])) if "variant" in df.columns else [""]
+    return [v for v in order if v in present] if order else present
+
+
+def timeline(df: pd.DataFrame, *, order: Sequence[str] | None = None, timeouts_s: dict[str, float] | None = None,
+             title: str | None = None) -> Figure:
+    """Per-rank timeline, one panel per variant on a shared x axis (seconds).
+
+    ``timeouts_s`` (variant -> group timeout) draws the deadline of the first collective that
+    failed, so one sees the waiting ranks give up exactly there.
+    """
+    if len(df) == 0:
+        raise ValueError("empty trace: nothing to plot (did the run produce any rows?)")
+    if "variant" not in df.columns:
+        df = df.assign(variant="", t_enqueue_rel_ns=df["t_enqueue_ns"] - df["t_enqueue_ns"].min(),
+                       t_end_rel_ns=df["t_end_ns"] - df["t_enqueue_ns"].min())
+    variants = _variants(df, order)
+    ranks = sorted(int(r) for r in df["rank"].unique())
+    fig = Figure(figsize=(11, 1.0 + 0.42 * len(ranks) * len(variants) + 0.5 * len(variants)), layout="constrained")
+    axes = fig.subplots(len(variants), 1, sharex=True, squeeze=False)[:, 0]
+    t_max = float(np.nanmax(df["t_end_rel_ns"].astype("float64").fillna(df["t_enqueue_rel_ns"].astype("float64")))) / 1e9
+    for ax, variant in zip(axes, variants):
+        d = df[df["variant"] == variant]
+        for kind, height, colour_of in (
+            ("step", 0.8, lambda r: STEP_COLOUR),
+            ("region", 0.5, lambda r: REGION_COLOUR),
+            ("collective", 0.5, lambda r: STATUS_COLOURS.get(str(r["status"]), "#000")),
+        ):
+            rows = d[d["kind"] == kind]
+            for _, r in rows.iterrows():
+                start = float(r["t_enqueue_rel_ns"]) / 1e9
+                end = float(r["t_end_rel_ns"]) / 1e9 if pd.notna(r["t_end_rel_ns"]) else t_max
+                ax.barh(int(r["rank"]), max(end - start, t_max * 0.002), left=start, height=height,
+                        color=colour_of(r), edgecolor="none")
+                if kind == "collective" and r["status"] in ("timeout", "peer_closed", "error"):
+                    ax.plot([end], [int(r["rank"])], marker="x", color="black", markersize=7)
+                if kind != "step" and end - start > 0.08 * t_max:
+                    label = str(r["name"]) if kind == "region" else f"{r['name']} (pg {r['pg']}, seq {r['seq']})"
+                    ax.text(start + 0.01 * t_max, int(r["rank"]), label, va="center", fontsize=7, color="white")
+        failed = d[(d["kind"] == "collective") & d["status"].isin(["timeout"])]
+        if timeouts_s and variant in timeouts_s and len(failed):
+            t0 = float(failed["t_enqueue_rel_ns"].min()) / 1e9
+            ax.axvline(t0 + timeouts_s[variant], color=STATUS_COLOURS["timeout"], linestyle="--", linewidth=1)
+            ax.text(t0 + timeouts_s[variant], ranks[-1] + 0.45, f" timeout ({timeouts_s[variant]:g} s)",
+                    color=STATUS_COLOURS["timeout"], fontsize=8, va="bottom")
+        ax.set_yticks(ranks, [f"rank {r}" for r in ranks])
+        ax.set_ylim(ranks[-1] + 0.9, ranks[0] - 0.6)
+        ax.set_title(variant or "run", loc="left", fontsize=10, fontweight="bold")
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1].set_xlabel("time since the run's first event (s)")
+    handles = [
+        Patch(color=STEP_COLOUR, label="training step"),
+        Patch(color=REGION_COLOUR, label="compute region (e.g. sample generation)"),
+        Patch(color=STATUS_COLOURS["ok"], label="in a collective (mostly waiting), completed"),
+        Patch(color=STATUS_COLOURS["timeout"], label="in a collective, timed out"),
+        Patch(color=STATUS_COLOURS["peer_closed"], label="in a collective, peer closed"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def step_and_collective_times(df: pd.DataFrame, *, order: Sequence[str] | None = None, title: str | None = None) -> Figure:
+    """Two panels, grouped bars per rank and variant: median training-step time (ms) and the
+    longest time a rank spent in one collective (ms, log scale: waits of seconds next to
+    transfers of milliseconds)."""
+    if len(df) == 0:
+        raise ValueError("empty trace: nothing to plot")
+    if "variant" not in df.columns:
+        df = df.assign(variant="")
+    variants = _variants(df, order)
+    ranks = sorted(int(r) for r in df["rank"].unique())
+    dur_ms = (df["t_end_ns"] - df["t_enqueue_ns"]).astype("float64") / 1e6
+    df = df.assign(duration_ms=dur_ms)
+    steps = df[(df["kind"] == "step") & (df["status"] == "ok")].groupby(["variant", "rank"])["duration_ms"].median()
+    colls = df[df["kind"] == "collective"].groupby(["variant", "rank"])["duration_ms"].max()
+    fig = Figure(figsize=(11, 3.8), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    width = 0.8 / max(len(variants), 1)
+    x = np.arange(len(ranks))
+    cmap = ["#c62828", "#1565c0", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037"]
+    for i, v in enumerate(variants):
+        for ax, series in ((ax1, steps), (ax2, colls)):
+            vals = [float(series.get((v, r), np.nan)) for r in ranks]
+            ax.bar(x + (i - (len(variants) - 1) / 2) * width, vals, width, label=v or "run", color=cmap[i % len(cmap)])
+    for ax, label in ((ax1, "median training-step time (ms)"), (ax2, "longest time in one collective (ms, log)")):
+        ax.set_xticks(x, [f"rank {r}" for r in ranks])
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3, which="both")
+    ax2.set_yscale("log")
+    ax1.set_title("step time per rank", loc="left", fontsize=10)
+    ax2.set_title("collective latency per rank (waiting included)", loc="left", fontsize=10)
+    ax2.legend(fontsize=8, title="variant", title_fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig

@@ -1,0 +1,217 @@
+"""What runs on each engine: one rank of one run, from process-group init to destroy.
+
+:func:`run_rank` is sent to every engine by :class:`nccl_workbook.cluster.RankCluster` (pickled by
+reference, so this package must be importable on the engines). It initialises a fresh process
+group (free port, the run's ``timeout=``), installs the tracer, calls the rank program, and always
+destroys the group in ``finally``, so that the next run starts clean. Whatever happens (a timeout,
+a peer closing, an exception in the program) comes back as a :class:`RankReport` value; only the
+death of the process itself is seen by the client as a crash.
+
+A rank program is a module-level function ``program(ctx: RankContext, params) -> dict`` where
+``params`` is the scenario's frozen parameter dataclass and the returned dict holds a few scalar
+metrics (samples generated, bytes, …).
+
+On NCCL the engine must survive a timeout: the watchdog's default handling
+(``TORCH_NCCL_ASYNC_ERROR_HANDLING=3``) tears the process down. The workbook sets
+``TORCH_NCCL_BLOCKING_WAIT=1`` (the timed-out collective raises in the calling thread, like gloo)
+and ``TORCH_NCCL_ASYNC_ERROR_HANDLING=2`` (abort the communicators, keep the process) before each
+NCCL init. This path is written for multi-GPU hosts and was not run on one here (see README).
+"""
+
+from __future__ import annotations
+
+import datetime
+import faulthandler
+import os
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from nccl_workbook.results import RankReport, RankStatus, classify_error
+from nccl_workbook.trace import Tracer
+
+__all__ = ["RankContext", "RankSpec", "EngineInfo", "run_rank", "engine_setup", "pick_rendezvous"]
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What an engine reports about itself once torch is imported."""
+
+    pid: int
+    host: str
+    torch_version: str
+    cuda_devices: int
+    time_ns: int
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """Everything one rank needs for one run."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    init_method: str
+    pg_timeout_s: float
+    program: Callable[..., dict[str, Any] | None]
+    params: Any
+    debug_level: str | None = None  # TORCH_DISTRIBUTED_DEBUG for this run: OFF | INFO | DETAIL
+
+
+@dataclass
+class RankContext:
+    """Handed to a rank program: who am I, on which device, with which tracer."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    pg_timeout_s: float
+    tracer: Tracer
+    device: Any  # torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def engine_setup() -> EngineInfo:
+    """Run once per engine: import torch (the slow part, ~6 s on 2 cores), one thread per rank."""
+    import torch
+    import torch.distributed  # noqa: F401  (warm the imports a first run would otherwise pay for)
+    import torch.distributed.algorithms.ddp_comm_hooks.default_hooks  # noqa: F401
+    import torch.nn.parallel  # noqa: F401
+
+    torch.set_num_threads(1)
+    faulthandler.enable()
+    _warm_up()
+    cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return EngineInfo(os.getpid(), socket.gethostname(), torch.__version__, cuda, time.time_ns())
+
+
+def _warm_up() -> None:
+    """Pay the one-time costs of a first process group and a first DDP model (lazy imports,
+    ~2.5 s on 2 cores) here, at cluster start, instead of inside the first timed run: a 1-rank
+    gloo group on an in-memory store, one DDP forward/backward, destroyed again."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    if dist.is_initialized():
+        return
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = DistributedDataParallel(torch.nn.Linear(2, 2))
+        model(torch.zeros(1, 2)).sum().backward()
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def engine_clock() -> int:
+    """This engine's wall clock, for the cluster's offset estimate."""
+    return time.time_ns()
+
+
+def pick_rendezvous(local: bool) -> tuple[str, int]:
+    """Run on rank 0's engine: an address the other ranks can reach and a free TCP port there."""
+    addr = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((addr, 0))
+        return addr, s.getsockname()[1]
+
+
+@contextmanager
+def _debug_level(level: str | None) -> Iterator[None]:
+    """Set TORCH_DISTRIBUTED_DEBUG for one run. torch reads it at import, so apply it explicitly
+    with ``set_debug_level_from_env`` and restore the previous level afterwards."""
+    if level is None:
+        yield
+        return
+    import torch.distributed as dist
+
+    before = os.environ.get("TORCH_DISTRIBUTED_DEBUG")
+    os.environ["TORCH_DISTRIBUTED_DEBUG"] = level
+    dist.set_debug_level_from_env()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TORCH_DISTRIBUTED_DEBUG", None)
+        else:
+            os.environ["TORCH_DISTRIBUTED_DEBUG"] = before
+        dist.set_debug_level_from_env()
+
+
+def _short_error(exc: BaseException) -> str:
+    """First meaningful line of an exception, without gloo's C++ frame dump."""
+    text = str(exc).strip() or type(exc).__name__
+    first = text.splitlines()[0]
+    return f"{type(exc).__name__}: {first}"[:400]
+
+
+def run_rank(spec: RankSpec) -> RankReport:
+    """Run one rank of one run; never raises for what the rank program or the group does."""
+    import torch
+    import torch.distributed as dist
+
+    t_begin = time.time_ns()
+    tracer = Tracer(spec.rank)
+    status, error, exc_type, tb = RankStatus.OK, None, None, None
+    metrics: dict[str, Any] = {}
+    device = torch.device("cpu")
+    if spec.backend == "nccl":
+        os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
+        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "2"
+        torch.cuda.set_device(spec.local_rank)
+        device = torch.device("cuda", spec.local_rank)
+    try:
+        with _debug_level(spec.debug_level):
+            # a failed earlier run may have left a group behind (it should not, but be sure)
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            kwargs: dict[str, Any] = {}
+            if spec.backend == "nccl":
+                kwargs["device_id"] = device
+            dist.init_process_group(
+                spec.backend,
+                init_method=spec.init_method,
+                rank=spec.rank,
+                world_size=spec.world_size,
+                timeout=datetime.timedelta(seconds=spec.pg_timeout_s),
+                **kwargs,
+            )
+            ctx = RankContext(spec.rank, spec.world_size, spec.local_rank, spec.backend, spec.pg_timeout_s, tracer, device)
+            with tracer.installed():
+                metrics = dict(spec.program(ctx, spec.params) or {})
+    except BaseException as e:  # noqa: BLE001 - every failure of a rank is data
+        exc_type = type(e).__name__
+        error = _short_error(e)
+        status = classify_error(exc_type, str(e))
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-12))[-6000:]
+    finally:
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - a dead group may refuse; the next init replaces it
+                pass
+    return RankReport(
+        rank=spec.rank,
+        status=status,
+        error=error,
+        exc_type=exc_type,
+        traceback=tb,
+        steps=tracer.steps_done,
+        step_times_ns=tuple(tracer.step_times_ns),
+        rows=tuple(tuple(r.__dict__.values()) for r in tracer.rows),
+        metrics={k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool, type(None)))},
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        t_begin_ns=t_begin,
+        t_end_ns=time.time_ns(),
+    )

@@ -1,0 +1,74 @@
+"""Small real models and a DDP training step shared by the scenarios (CPU-sized, seconds not hours).
+
+Everything here runs on the engines. Models are deliberately small (a few MLP layers) so that a
+4-rank run on 2 CPU cores takes a fraction of a second per step; what a scenario needs to be slow
+(the "sample generation", a log flush) is paced explicitly with :func:`paced`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["make_mlp", "make_ddp", "train_steps", "paced"]
+
+
+def make_mlp(dim: int = 64, hidden: int = 128, depth: int = 3, seed: int = 0) -> Any:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    layers: list[nn.Module] = []
+    d = dim
+    for _ in range(depth - 1):
+        layers += [nn.Linear(d, hidden), nn.GELU()]
+        d = hidden
+    layers.append(nn.Linear(d, dim))
+    return nn.Sequential(*layers)
+
+
+def make_ddp(ctx: Any, model: Any, **ddp_kwargs: Any) -> Any:
+    """Wrap ``model`` in DDP on the rank's device and route its gradient all-reduce through the
+    tracer (so the trace shows one ALLREDUCE row per gradient bucket)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = model.to(ctx.device)
+    device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    ddp = DDP(model, device_ids=device_ids, **ddp_kwargs)
+    ctx.tracer.trace_ddp(ddp)
+    return ddp
+
+
+def train_steps(ctx: Any, ddp: Any, opt: Any, n_steps: int, *, first_step: int = 0, batch: int = 32,
+                before_step: Callable[[int], None] | None = None) -> int:
+    """``n_steps`` DDP steps on random data, each traced as a step. Returns the next step index."""
+    import torch
+
+    dim = next(ddp.parameters()).shape[1]
+    g = torch.Generator().manual_seed(1000 * ctx.rank + first_step)
+    for i in range(first_step, first_step + n_steps):
+        with ctx.tracer.step(i):
+            if before_step is not None:
+                before_step(i)
+            x = torch.randn(batch, dim, generator=g).to(ctx.device)
+            loss = (ddp(x) - x).pow(2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()  # DDP's gradient ALLREDUCE happens in here
+            opt.step()
+    return first_step + n_steps
+
+
+def paced(seconds: float, work: Callable[[], Any]) -> Any:
+    """Run ``work`` (real compute), then sleep until ``seconds`` have passed since the call.
+
+    On a GPU the scenarios' slow parts (sampling, a log flush) take wall time while the CPU is
+    mostly idle; pacing reproduces that duration on a shared 2-core machine without letting four
+    busy ranks slow each other down, so the run's timing is the scenario's, not the machine's.
+    """
+    t0 = time.perf_counter()
+    out = work()
+    left = seconds - (time.perf_counter() - t0)
+    if left > 0:
+        time.sleep(left)
+    return out

@@ -1,0 +1,383 @@
+"""Per-rank timings of training steps, compute regions and collectives, as one tidy DataFrame.
+
+On each rank a :class:`Tracer` wraps the ``torch.distributed`` collectives (``all_reduce``,
+``barrier``, ``all_gather``, …) so that user code stays unchanged, and records one row per event.
+``Tracer.step(i)`` and ``Tracer.region(name)`` mark training steps and compute regions (the "sample
+generation" of a scenario). DDP's gradient all-reduce runs in C++ and never passes through the
+Python functions, so :meth:`Tracer.trace_ddp` registers a comm hook that routes each gradient
+bucket through the traced ``all_reduce`` (same arithmetic as DDP's default hook).
+
+The frame (:func:`trace_frame`) has one row per (rank, event), times as integer nanoseconds on the
+wall clock (``time.time_ns``; per-rank clock offsets are applied by the cluster for multi-host
+runs), nullable dtypes instead of sentinels:
+
+============== ======== ==========================================================================
+column         dtype    meaning
+============== ======== ==========================================================================
+rank           Int64    global rank
+kind           string   ``step`` | ``region`` | ``collective``
+name           string   op in NCCL's spelling (``ALLREDUCE``, ``BARRIER``, ``ALLGATHER``, …), or
+                        the step/region name
+pg             string   process-group name (collectives only)
+seq            Int64    per-process-group sequence number on this rank, from 1 (collectives only)
+step           Int64    training step the event belongs to (NA outside steps)
+numel          Int64    elements in the input (NA for barrier)
+nbytes         Int64    bytes in the input
+t_enqueue_ns   Int64    when the rank called the op / entered the step or region
+t_start_ns     Int64    when the op began on this rank (for CPU/gloo ops: the call time)
+t_end_ns       Int64    when it completed or failed on this rank; NA if it never did
+status         string   ``ok`` | ``timeout`` | ``peer_closed`` | ``error`` | ``running``
+============== ======== ==========================================================================
+
+A collective's time on a rank is mostly *waiting* for the last rank to arrive; which rank that was
+is a cross-rank question answered by :mod:`nccl_workbook.diagnose`.
+
+Known limits: for asynchronous NCCL ops the end time is taken when the work's future completes
+(host side), not from CUDA events; the tracer adds about a few µs per collective (see
+``bench/tracer_overhead.py``).
+
+Usage (on a rank)::
+
+    tracer = Tracer(rank=dist.get_rank())
+    with tracer.installed():
+        for i, batch in enumerate(loader):
+            with tracer.step(i):
+                loss = model(batch).sum(); loss.backward(); opt.step()
+    df = trace_frame(tracer.rows)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from nccl_workbook.results import RankStatus, classify_error
+
+__all__ = [
+    "COLUMNS",
+    "OP_NAMES",
+    "Tracer",
+    "TraceRow",
+    "trace_frame",
+    "validate_trace",
+    "TraceValidationError",
+]
+
+#: torch.distributed function -> op name as NCCL's WorkNCCL / flight recorder spell it
+OP_NAMES: dict[str, str] = {
+    "all_reduce": "ALLREDUCE",
+    "broadcast": "BROADCAST",
+    "reduce": "REDUCE",
+    "all_gather": "ALLGATHER",
+    "all_gather_single": "_ALLGATHER_BASE",
+    "all_gather_into_tensor": "_ALLGATHER_BASE",
+    "gather": "GATHER",
+    "scatter": "SCATTER",
+    "reduce_scatter": "REDUCE_SCATTER",
+    "reduce_scatter_single": "_REDUCE_SCATTER_BASE",
+    "reduce_scatter_tensor": "_REDUCE_SCATTER_BASE",
+    "all_to_all": "ALLTOALL",
+    "all_to_all_single": "ALLTOALL_BASE",
+    "barrier": "BARRIER",
+    "monitored_barrier": "MONITORED_BARRIER",
+    "send": "SEND",
+    "recv": "RECV",
+}
+
+#: column name -> pandas dtype; the frame has exactly these columns, in this order
+COLUMNS: dict[str, str] = {
+    "rank": "Int64",
+    "kind": "string",
+    "name": "string",
+    "pg": "string",
+    "seq": "Int64",
+    "step": "Int64",
+    "numel": "Int64",
+    "nbytes": "Int64",
+    "t_enqueue_ns": "Int64",
+    "t_start_ns": "Int64",
+    "t_end_ns": "Int64",
+    "status": "string",
+}
+_KINDS = {"step", "region", "collective"}
+_STATUSES = {s.value for s in RankStatus} | {"running"}
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One event on one rank; field order matches :data:`COLUMNS`."""
+
+    rank: int
+    kind: str
+    name: str
+    pg: str | None
+    seq: int | None
+    step: int | None
+    numel: int | None
+    nbytes: int | None
+    t_enqueue_ns: int
+    t_start_ns: int | None
+    t_end_ns: int | None
+    status: str
+
+
+class TraceValidationError(ValueError):
+    """A trace frame does not have the documented columns, dtypes or invariants."""
+
+
+def trace_frame(rows: Sequence[TraceRow | tuple], *, offsets_ns: dict[int, int] | None = None) -> pd.DataFrame:
+    """Rows (``TraceRow`` or plain tuples in :data:`COLUMNS` order) -> validated frame.
+
+    ``offsets_ns`` maps rank -> nanoseconds to *subtract* from that rank's times (its clock's
+    lead over the client's), for traces from several hosts.
+    """
+    tuples = [tuple(r.__dict__.values()) if isinstance(r, TraceRow) else tuple(r) for r in rows]
+    df = pd.DataFrame(tuples, columns=list(COLUMNS)) if tuples else pd.DataFrame(columns=list(COLUMNS))
+    df = df.astype(COLUMNS)
+    if offsets_ns:
+        shift = df["rank"].map(lambda r: offsets_ns.get(int(r), 0)).astype("Int64")
+        for col in ("t_enqueue_ns", "t_start_ns", "t_end_ns"):
+            df[col] = df[col] - shift
+    df = df.sort_values(["t_enqueue_ns", "rank"], kind="stable").reset_index(drop=True)
+    validate_trace(df)
+    return df
+
+
+def validate_trace(df: pd.DataFrame) -> None:
+    """Raise :class:`TraceValidationError` naming what is wrong with ``df``."""
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise TraceValidationError(f"trace frame lacks columns {missing}; expected {list(COLUMNS)}")
+    for col, dtype in COLUMNS.items():
+        if str(df[col].dtype) != dtype:
+            raise TraceValidationError(f"column {col!r} has dtype {df[col].dtype}, expected {dtype}")
+    if len(df) == 0:
+        return
+    bad_kind = set(df["kind"].dropna().unique()) - _KINDS
+    if bad_kind:
+        raise TraceValidationError(f"unknown kind(s) {sorted(bad_kind)}; expected one of {sorted(_KINDS)}")
+    bad_status = set(df["status"].dropna().unique()) - _STATUSES
+    if bad_status:
+        raise TraceValidationError(f"unknown status(es) {sorted(bad_status)}; expected {sorted(_STATUSES)}")
+    if df["rank"].isna().any() or df["t_enqueue_ns"].isna().any():
+        raise TraceValidationError("every row needs a rank and a t_enqueue_ns")
+    ended = df["t_end_ns"].notna()
+    if (df.loc[ended, "t_end_ns"] < df.loc[ended, "t_enqueue_ns"]).any():
+        raise TraceValidationError("a row ends before it was enqueued (t_end_ns < t_enqueue_ns)")
+    coll = df["kind"] == "collective"
+    if df.loc[coll, "seq"].isna().any():
+        raise TraceValidationError("collective rows need a seq number")
+
+
+def _tensor_size(obj: Any) -> tuple[int | None, int | None]:
+    """(numel, nbytes) of a tensor or a list of tensors; (None, None) for anything else."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.numel(), obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)) and obj and all(isinstance(t, torch.Tensor) for t in obj):
+        n = sum(t.numel() for t in obj)
+        return n, sum(t.numel() * t.element_size() for t in obj)
+    return None, None
+
+
+# which positional argument holds the *input* tensor(s), per op
+_INPUT_ARG: dict[str, int] = {
+    "all_reduce": 0, "broadcast": 0, "reduce": 0, "all_gather": 1, "all_gather_single": 1,
+    "all_gather_into_tensor": 1, "gather": 0, "scatter": 1, "reduce_scatter": 1,
+    "reduce_scatter_single": 1, "reduce_scatter_tensor": 1, "all_to_all": 1,
+    "all_to_all_single": 1, "send": 0, "recv": 0,
+}
+_INPUT_KW: dict[str, str] = {
+    "all_reduce": "tensor", "broadcast": "tensor", "reduce": "tensor", "all_gather": "tensor",
+    "gather": "tensor", "send": "tensor", "recv": "tensor", "reduce_scatter": "input_list",
+    "scatter": "scatter_list", "all_to_all": "input_tensor_list",
+}
+
+
+class Tracer:
+    """Records steps, regions and collectives of one rank. Not thread-safe across ranks: one per
+    process. ``on_event`` (optional) is called with every row as it is opened and closed; the live
+    progress publisher uses it."""
+
+    def __init__(self, rank: int, *, on_event: Callable[[TraceRow], None] | None = None) -> None:
+        self.rank = rank
+        self.rows: list[TraceRow] = []
+        self.step_times_ns: list[int] = []
+        self.on_event = on_event
+        self._seq: dict[str, int] = {}
+        self._current_step: int | None = None
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._originals: dict[tuple[object, str], Callable[..., Any]] = {}
+
+    # -- steps and regions ---------------------------------------------------------------------
+    @contextlib.contextmanager
+    def step(self, index: int) -> Iterator[None]:
+        """Mark one training step. Its row is ``ok`` if the body returns, else the error's status."""
+        self._current_step = index
+        t0 = time.time_ns()
+        self._emit(TraceRow(self.rank, "step", "step", None, None, index, None, None, t0, t0, None, "running"))
+        status = "ok"
+        try:
+            yield
+        except BaseException as e:
+            status = classify_error(type(e).__name__, str(e)).value
+            raise
+        finally:
+            t1 = time.time_ns()
+            self._close_last("step", index, t1, status)
+            if status == "ok":
+                self.step_times_ns.append(t1 - t0)
+            self._current_step = None
+
+    @contextlib.contextmanager
+    def region(self, name: str) -> Iterator[None]:
+        """Mark a compute region (``generate_samples``, ``log_flush``, …) on this rank."""
+        t0 = time.time_ns()
+        row = TraceRow(self.rank, "region", name, None, None, self._current_step, None, None, t0, t0, None, "running")
+        self._emit(row)
+        status = "ok"
+        try:
+            yield
+        except BaseException as e:
+            status = classify_error(type(e).__name__, str(e)).value
+            raise
+        finally:
+            self._replace(row, t_end_ns=time.time_ns(), status=status)
+
+    @property
+    def steps_done(self) -> int:
+        return len(self.step_times_ns)
+
+    # -- collectives ---------------------------------------------------------------------------
+    def install(self) -> None:
+        """Wrap the collectives in ``torch.distributed`` (and ``distributed_c10d``, so that helpers
+        such as ``all_gather_object`` that call them internally are traced too)."""
+        import torch.distributed as dist
+        import torch.distributed.distributed_c10d as c10d
+
+        for fn_name, op in OP_NAMES.items():
+            for module in (dist, c10d):
+                original = getattr(module, fn_name, None)
+                if original is None or (module, fn_name) in self._originals:
+                    continue
+                if getattr(original, "__nccl_workbook_traced__", False):
+                    original = original.__wrapped__  # a tracer left installed by a failed run
+                self._originals[(module, fn_name)] = original
+                setattr(module, fn_name, self._wrap(fn_name, op, original))
+
+    def uninstall(self) -> None:
+        """Put the original functions back."""
+        for (module, fn_name), original in self._originals.items():
+            setattr(module, fn_name, original)
+        self._originals.clear()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Tracer]:
+        self.install()
+        try:
+            yield self
+        finally:
+            self.uninstall()
+
+    def trace_ddp(self, ddp_model: Any) -> None:
+        """Route DDP's gradient-bucket all-reduce through the traced ``all_reduce``.
+
+        Same arithmetic as DDP's default hook (divide by world size, then sum); call once after
+        wrapping the model, before the first backward.
+        """
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        ddp_model.register_comm_hook(state=None, hook=default_hooks.allreduce_hook)
+
+    def _wrap(self, fn_name: str, op: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        tracer = self
+
+        @functools.wraps(original)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            if getattr(tracer._local, "depth", 0):
+                return original(*args, **kwargs)  # inner call of a traced op: recorded by the outer
+            group = kwargs.get("group")
+            if group is None and fn_name in {"barrier", "monitored_barrier"} and args:
+                group = args[0]
+            pg = tracer._pg_name(group)
+            src = args[_INPUT_ARG[fn_name]] if fn_name in _INPUT_ARG and len(args) > _INPUT_ARG[fn_name] else kwargs.get(_INPUT_KW.get(fn_name, ""), None)
+            numel, nbytes = _tensor_size(src)
+            with tracer._lock:
+                seq = tracer._seq[pg] = tracer._seq.get(pg, 0) + 1
+            t0 = time.time_ns()
+            row = TraceRow(tracer.rank, "collective", op, pg, seq, tracer._current_step, numel, nbytes, t0, t0, None, "running")
+            tracer._emit(row)
+            tracer._local.depth = 1
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as e:
+                tracer._replace(row, t_end_ns=time.time_ns(), status=classify_error(type(e).__name__, str(e)).value)
+                raise
+            finally:
+                tracer._local.depth = 0
+            if kwargs.get("async_op") and result is not None and hasattr(result, "get_future"):
+                tracer._close_when_done(row, result)
+            else:
+                tracer._replace(row, t_end_ns=time.time_ns(), status="ok")
+            return result
+
+        traced.__nccl_workbook_traced__ = True  # type: ignore[attr-defined]
+        return traced
+
+    def _close_when_done(self, row: TraceRow, work: Any) -> None:
+        def done(fut: Any) -> Any:
+            try:
+                value = fut.value()
+            except BaseException as e:  # the collective failed
+                self._replace(row, t_end_ns=time.time_ns(), status=classify_error(type(e).__name__, str(e)).value)
+                raise
+            self._replace(row, t_end_ns=time.time_ns(), status="ok")
+            return value
+
+        work.get_future().then(done)
+
+    @staticmethod
+    def _pg_name(group: Any) -> str:
+        if group is None:
+            import torch.distributed as dist
+
+            group = dist.group.WORLD
+        name = getattr(group, "group_name", None)
+        return str(name) if name is not None else str(id(group))
+
+    # -- row bookkeeping -----------------------------------------------------------------------
+    def _emit(self, row: TraceRow) -> None:
+        with self._lock:
+            self.rows.append(row)
+        if self.on_event is not None:
+            self.on_event(row)
+
+    def _replace(self, row: TraceRow, *, t_end_ns: int, status: str) -> None:
+        new = TraceRow(**{**row.__dict__, "t_end_ns": t_end_ns, "status": status})
+        with self._lock:
+            for i in range(len(self.rows) - 1, -1, -1):
+                if self.rows[i] is row:
+                    self.rows[i] = new
+                    break
+        if self.on_event is not None:
+            self.on_event(new)
+
+    def _close_last(self, kind: str, step: int, t_end_ns: int, status: str) -> None:
+        with self._lock:
+            for i in range(len(self.rows) - 1, -1, -1):
+                r = self.rows[i]
+                if r.kind == kind and r.step == step and r.t_end_ns is None:
+                    row = r
+                    break
+            else:  # pragma: no cover - step rows are always opened first
+                return
+        self._replace(row, t_end_ns=t_end_ns, status=status)
