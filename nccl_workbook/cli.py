@@ -200,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     lab.set_defaults(func=_cmd_lab)
 
     # triage/doctor subcommands are registered here
+    from nccl_workbook.triage.commands import add_parsers as _add_triage_parsers
+    _add_triage_parsers(sub)
     return p
 
 

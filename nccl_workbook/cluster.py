@@ -42,7 +42,11 @@ from typing import Any
 from nccl_workbook.rank import EngineInfo, RankSpec, engine_clock, engine_setup, pick_rendezvous, run_rank
 from nccl_workbook.results import RankReport, RankStatus
 
-__all__ = ["RankCluster", "ClusterRun", "ClusterError", "state_dir", "Progress"]
+__all__ = ["RankCluster", "ClusterRun", "ClusterError", "state_dir", "Progress", "SHARED_ENV"]
+
+#: ``PROFILE_DIR::CLUSTER_ID`` of a running cluster that ``RankCluster.start()`` attaches to instead of
+#: starting its own (the test suite sets it so that every notebook reuses one cluster)
+SHARED_ENV = "NCCL_WORKBOOK_SHARED_CLUSTER"
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +107,7 @@ class RankCluster:
         self._ipp_cluster: Any = None  # ipyparallel.Cluster when we own or know it
         self._client: Any = None
         self._owned = False
+        self._shared = False
         self._reaper: subprocess.Popen[bytes] | None = None
         self._info: dict[int, EngineInfo] = {}
         self._backend: str | None = None
@@ -149,10 +154,17 @@ class RankCluster:
         return self
 
     def start(self) -> RankCluster:
-        """Start the controller and ``n_ranks`` engines, import torch on them. Idempotent."""
+        """Start the controller and ``n_ranks`` engines, import torch on them. Idempotent.
+
+        If ``$NCCL_WORKBOOK_SHARED_CLUSTER`` names a running cluster with enough engines, attach to
+        it instead (it is then used, never stopped, by this object)."""
         if self._client is not None:
             return self
         import ipyparallel as ipp
+
+        shared = os.environ.get(SHARED_ENV)
+        if shared and self._attach_shared(shared):
+            return self
 
         t0 = time.perf_counter()
         home = state_dir()
@@ -182,6 +194,29 @@ class RankCluster:
         self.start_s = time.perf_counter() - t0
         log.info("cluster of %d engines ready in %.1f s", self.n_ranks, self.start_s)
         return self
+
+    def _attach_shared(self, spec: str) -> bool:
+        import ipyparallel as ipp
+
+        t0 = time.perf_counter()
+        try:
+            profile_dir, cluster_id = spec.split("::", 1)
+            cluster = ipp.Cluster.from_file(profile_dir=profile_dir, cluster_id=cluster_id)
+            client = cluster.connect_client_sync()
+            client.wait_for_engines(self.n_ranks, timeout=15)
+        except Exception as e:  # noqa: BLE001 - fall back to a cluster of our own
+            log.warning("could not attach to the shared cluster %s (%s); starting a new one", spec, e)
+            return False
+        self._ipp_cluster, self._client, self._owned, self._shared = cluster, client, False, True
+        self._setup_engines(sorted(client.ids))
+        self.start_s = time.perf_counter() - t0
+        return True
+
+    @property
+    def share_spec(self) -> str:
+        """The value of ``$NCCL_WORKBOOK_SHARED_CLUSTER`` that lets other processes attach here."""
+        self._require_running()
+        return f"{self._ipp_cluster.profile_dir}::{self._ipp_cluster.cluster_id}"
 
     def _env(self) -> dict[str, str]:
         home = state_dir()
@@ -237,7 +272,9 @@ class RankCluster:
                 kill_cluster_processes(cluster.cluster_id, cluster.profile_dir)
             finally:
                 try:
-                    # processes are gone: this only lets ipyparallel tidy its state and files
+                    # processes are gone: this only lets ipyparallel tidy its state and files;
+                    # silence its dump of the killed processes' logs into the notebook
+                    cluster.log.setLevel(logging.CRITICAL)
                     cluster.stop_cluster_sync()
                 except Exception:  # noqa: BLE001
                     pass
@@ -271,7 +308,7 @@ class RankCluster:
         else:
             state = f"running, engines={self.engine_ids}"
         cid = getattr(self._ipp_cluster, "cluster_id", None)
-        owner = "owned" if self._owned else "attached"
+        owner = "owned" if self._owned else "shared" if self._shared else "attached"
         return f"<RankCluster(n_ranks={self.n_ranks}, backend={self.backend!r}, {owner}, cluster_id={cid!r}, {state})>"
 
     # -- introspection -------------------------------------------------------------------------
@@ -334,7 +371,7 @@ class RankCluster:
                 notes.append(f"engine {eid} (pid {info.pid}) is gone")
         missing = self.n_ranks - len(self._client.ids)
         if missing > 0:
-            if not (self._owned and self._ipp_cluster is not None):
+            if self._ipp_cluster is None:
                 raise ClusterError(
                     f"{missing} engine(s) of the attached cluster died; restart them "
                     f"(e.g. `ipcluster engines -n {missing}`) and attach again"
@@ -362,7 +399,6 @@ class RankCluster:
             raise ClusterError(f"{why}; could not kill pid {info.pid}: {e}") from e
         deadline = time.monotonic() + wait_s
         while eid in self._client.ids and time.monotonic() < deadline:
-            self._client.spin()
             time.sleep(0.05)
         return f"{why}; killed it (pid {info.pid})"
 

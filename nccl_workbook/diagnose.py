@@ -34,7 +34,7 @@ import pandas as pd
 
 from nccl_workbook.results import RankStatus
 
-__all__ = ["Verdict", "Diagnosis", "diagnose", "collective_table", "op_from_traceback"]
+__all__ = ["Verdict", "Diagnosis", "diagnose", "collective_table", "op_from_traceback", "failed_collective_frame"]
 
 
 class Verdict(str, enum.Enum):
@@ -113,6 +113,32 @@ def collective_table(trace: pd.DataFrame) -> pd.DataFrame:
         )
     cols = ["pg", "seq", "op", "ranks", "first_arrival_ns", "last_arrival_ns", "skew_ns", "last_rank", "completed"]
     return pd.DataFrame(out, columns=cols)
+
+
+def failed_collective_frame(trace: pd.DataFrame, diagnosis: Diagnosis, world_size: int) -> pd.DataFrame:
+    """Per rank, what happened at the failed collective: when it arrived and when it left
+    (seconds after the first rank arrived), how long it waited, and how it ended. Ranks that never
+    arrived have NaN times and status ``never arrived``.
+
+    This is the "who waited for whom" table: the waiting ranks' ``waited_s`` equals the group
+    timeout, the culprit arrives late or never.
+    """
+    cols = ["arrived_s", "left_s", "waited_s", "status"]
+    if diagnosis.failed_seq is None or diagnosis.failed_pg is None:
+        return pd.DataFrame(columns=cols).rename_axis("rank")
+    at = trace[(trace["kind"] == "collective") & (trace["pg"] == diagnosis.failed_pg) & (trace["seq"] == diagnosis.failed_seq)]
+    t0 = int(at["t_enqueue_ns"].min())
+    rows = {}
+    for r in range(world_size):
+        g = at[at["rank"] == r]
+        if len(g) == 0:
+            rows[r] = {"arrived_s": float("nan"), "left_s": float("nan"), "waited_s": float("nan"), "status": "never arrived"}
+            continue
+        e, x = int(g["t_enqueue_ns"].iloc[0]), g["t_end_ns"].iloc[0]
+        left = float("nan") if pd.isna(x) else (int(x) - t0) / 1e9
+        rows[r] = {"arrived_s": round((e - t0) / 1e9, 3), "left_s": round(left, 3),
+                   "waited_s": round(left - (e - t0) / 1e9, 3), "status": str(g["status"].iloc[0])}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=cols).rename_axis("rank")
 
 
 _TB_OPS = [

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import datetime
 import faulthandler
+import io
 import os
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -88,7 +90,10 @@ def engine_setup() -> EngineInfo:
     import torch.nn.parallel  # noqa: F401
 
     torch.set_num_threads(1)
-    faulthandler.enable()
+    try:  # stacks on fatal signals go to the engine's log (its sys.stderr is a zmq stream)
+        faulthandler.enable(file=sys.__stderr__)
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        pass
     _warm_up()
     cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
     return EngineInfo(os.getpid(), socket.gethostname(), torch.__version__, cuda, time.time_ns())

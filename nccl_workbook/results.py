@@ -217,6 +217,21 @@ class RunResult:
             d["diagnosis"] = self.diagnosis.summary
         return d
 
+    def ranks_frame(self) -> pd.DataFrame:
+        """One row per rank: status, steps, median step time (ms), seconds it ran, error."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "rank": [r.rank for r in self.per_rank],
+                "status": [r.status.value for r in self.per_rank],
+                "steps": [r.steps for r in self.per_rank],
+                "step_median_ms": [None if r.step_time_median_s is None else round(r.step_time_median_s * 1e3, 1) for r in self.per_rank],
+                "ran_s": [None if r.wall_s is None else round(r.wall_s, 2) for r in self.per_rank],
+                "error": [r.error or "" for r in self.per_rank],
+            }
+        ).set_index("rank")
+
     def summary_line(self) -> str:
         culprits = ",".join(map(str, self.culprit_ranks)) or "-"
         return (

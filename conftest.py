@@ -1,0 +1,53 @@
+"""Test-wide setup for tests/ and notebooks/: an isolated state folder, and a check that nothing
+is left running.
+
+Every test file (unit, dist) and every nbval notebook is followed by a check that no ipyparallel
+controller or engine, and no reaper, started under this session's state folder is still alive. A
+leftover process fails the item that left it (and is then killed, so it cannot hide the next
+failure). nbval cells share a kernel, so notebooks are checked after their last cell. The one
+shared cluster (below) is not a leftover; it is stopped, and checked, when the session ends.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+os.environ["NCCL_WORKBOOK_HOME"] = tempfile.mkdtemp(prefix="nccl-workbook-tests-")  # engines, kernels inherit it
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+from nccl_workbook.cluster import SHARED_ENV, RankCluster  # noqa: E402
+from tests._procs import assert_nothing_left, leftover_processes  # noqa: E402
+
+#: one 4-rank cluster for the whole session: the dist tests and every notebook attach to it through
+#: $NCCL_WORKBOOK_SHARED_CLUSTER instead of paying ~12 s of start-up each
+_shared: list[RankCluster] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
+    if any(type(i).__name__ == "IPyNbCell" or "/tests/dist/" in str(i.path) for i in session.items):
+        cluster = RankCluster(n_ranks=4).start()
+        _shared.append(cluster)
+        os.environ[SHARED_ENV] = cluster.share_spec
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if nextitem is not None and nextitem.path == item.path:
+        return
+    assert_nothing_left()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for cluster in _shared:
+        cluster.stop()
+    os.environ.pop(SHARED_ENV, None)
+    for p in leftover_processes():
+        try:
+            p.kill()
+        except Exception:  # noqa: BLE001
+            pass

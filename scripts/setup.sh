@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up the workbook's Python environment in .venv (idempotent; a second run takes seconds).
+#
+# torch: if the Python you run this with can already import torch (a CUDA build on a GPU
+# machine, say), the venv sees it (--system-site-packages) and it is left alone. Otherwise the
+# pinned CPU-capable build torch==${TORCH_VERSION:-2.13.0} is installed. An unpinned "torch"
+# would pull several GB of CUDA wheels, so it is never asked for.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
+VENV="${VENV:-.venv}"
+EXTRAS="${1:-test}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  if "$PYTHON" -c "import torch" 2>/dev/null; then
+    echo "setup: using the torch that $PYTHON already has ($("$PYTHON" -c 'import torch; print(torch.__version__)'))"
+    "$PYTHON" -m venv --system-site-packages "$VENV"
+  else
+    "$PYTHON" -m venv "$VENV"
+  fi
+fi
+PY="$VENV/bin/python"
+"$PY" -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  echo "setup: installing torch==$TORCH_VERSION"
+  "$PY" -m pip install -q "torch==$TORCH_VERSION" 2>&1 | grep -v "is ignored" || true
+fi
+"$PY" -c "import torch" || { echo "setup: torch could not be installed" >&2; exit 1; }
+echo "setup: installing nccl-workbook[$EXTRAS]"
+"$PY" -m pip install -q -e ".[$EXTRAS]" 2>&1 | grep -v -e "is ignored" -e "WheelFile" -e "!!" || true
+"$PY" -c "import nccl_workbook, ipyparallel, jupyterlab; print('setup: ok, torch', __import__('torch').__version__)"

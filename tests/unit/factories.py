@@ -1,0 +1,21 @@
+"""One small factory for synthetic trace rows, so unit tests need no cluster and no GPU."""
+
+from __future__ import annotations
+
+from nccl_workbook.trace import TraceRow, trace_frame
+
+S = 1_000_000_000  # ns per second
+
+
+def coll(rank: int, seq: int, t_s: float, end_s: float | None, status: str = "ok", *, op: str = "ALLREDUCE",
+         pg: str = "0", numel: int | None = 1) -> TraceRow:
+    return TraceRow(rank, "collective", op, pg, seq, None, numel, None if numel is None else 4 * numel,
+                    int(t_s * S), int(t_s * S), None if end_s is None else int(end_s * S), status)
+
+
+def step(rank: int, i: int, t_s: float, end_s: float, status: str = "ok") -> TraceRow:
+    return TraceRow(rank, "step", "step", None, None, i, None, None, int(t_s * S), int(t_s * S), int(end_s * S), status)
+
+
+def frame(rows):  # noqa: ANN001, ANN201
+    return trace_frame(rows)

@@ -1,0 +1,100 @@
+"""The tracer on a real 1-rank gloo group in this process (no cluster needed)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+import torch.distributed as dist
+
+from nccl_workbook.trace import COLUMNS, Tracer, TraceValidationError, trace_frame, validate_trace
+
+from .factories import coll, frame
+
+
+@pytest.fixture()
+def group():  # noqa: ANN201
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_tracer_records_collectives_steps_and_regions(group: None) -> None:
+    original = dist.all_reduce
+    tracer = Tracer(rank=0)
+    with tracer.installed():
+        assert dist.all_reduce is not original
+        with tracer.step(0):
+            t = torch.ones(10)
+            dist.all_reduce(t)
+            with tracer.region("generate_samples"):
+                pass
+            work = dist.all_reduce(torch.ones(3, dtype=torch.float64), async_op=True)
+            work.wait()
+        out: list[object] = [None]
+        dist.all_gather_object(out, {"a": 1})  # traced through its inner all_gather calls
+        dist.barrier()
+    assert dist.all_reduce is original  # uninstalled
+    df = trace_frame(tracer.rows)
+    assert list(df.columns) == list(COLUMNS)
+    colls = df[df["kind"] == "collective"]
+    assert list(colls["name"])[:2] == ["ALLREDUCE", "ALLREDUCE"]
+    assert "ALLGATHER" in set(colls["name"]) and colls["name"].iloc[-1] == "BARRIER"
+    assert list(colls["seq"]) == list(range(1, len(colls) + 1))  # one counter per group, from 1
+    first = colls.iloc[0]
+    assert first["numel"] == 10 and first["nbytes"] == 40 and first["step"] == 0
+    assert colls.iloc[1]["nbytes"] == 24  # float64
+    assert (df["status"] == "ok").all() and df["t_end_ns"].notna().all()
+    assert set(df["kind"]) == {"step", "region", "collective"}
+    assert tracer.steps_done == 1
+    assert pd.isna(colls.iloc[-1]["numel"])  # barrier has no tensor
+
+
+def test_failed_collective_and_step_are_recorded(group: None) -> None:
+    tracer = Tracer(rank=0)
+    with tracer.installed(), pytest.raises(Exception):
+        with tracer.step(3):
+            dist.all_reduce("not a tensor")  # type: ignore[arg-type]
+    df = trace_frame(tracer.rows)
+    assert df[df["kind"] == "collective"]["status"].iloc[0] == "error"
+    assert df[df["kind"] == "step"]["status"].iloc[0] == "error"
+    assert tracer.steps_done == 0
+
+
+def test_ddp_comm_hook_traces_gradient_allreduce(group: None) -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    tracer = Tracer(rank=0)
+    with tracer.installed():
+        model = DDP(torch.nn.Linear(8, 8))
+        tracer.trace_ddp(model)
+        with tracer.step(0):
+            model(torch.randn(2, 8)).sum().backward()
+    df = trace_frame(tracer.rows)
+    grads = df[(df["kind"] == "collective") & (df["name"] == "ALLREDUCE")]
+    assert len(grads) >= 1 and grads["numel"].sum() == 8 * 8 + 8
+    assert (grads["status"] == "ok").all()
+
+
+def test_validation_names_the_problem() -> None:
+    df = frame([coll(0, 1, 1.0, 2.0)])
+    validate_trace(df)
+    with pytest.raises(TraceValidationError, match="lacks columns"):
+        validate_trace(df.drop(columns=["seq"]))
+    with pytest.raises(TraceValidationError, match="dtype"):
+        validate_trace(df.astype({"seq": "float64"}))
+    bad = df.copy()
+    bad.loc[0, "t_end_ns"] = 0
+    with pytest.raises(TraceValidationError, match="ends before"):
+        validate_trace(bad)
+    bad = df.copy()
+    bad.loc[0, "status"] = "weird"
+    with pytest.raises(TraceValidationError, match="unknown status"):
+        validate_trace(bad)
+
+
+def test_offsets_shift_times_per_rank() -> None:
+    df = trace_frame([coll(0, 1, 1.0, 2.0), coll(1, 1, 1.0, 2.0)], offsets_ns={1: 500_000_000})
+    r1 = df[df["rank"] == 1].iloc[0]
+    assert r1["t_enqueue_ns"] == 500_000_000 and r1["t_end_ns"] == 1_500_000_000
+    assert trace_frame([]).empty
