@@ -4,10 +4,22 @@ Each function is documented with the incident it fixes and an example; all are t
 (gloo) by the workbook's test suite. Import what you need::
 
     from nccl_workbook.fixes import new_side_group, wait_for_main, sharded
+
+One module per theme; each module's ``__all__`` is re-exported here. To add fixes, write a module
+in this folder with an ``__all__`` and add its name to ``_MODULES``.
 """
 
 from __future__ import annotations
 
-from nccl_workbook.fixes.rank0_work import new_side_group, shard_indices, sharded, wait_for_main
+import importlib
 
-__all__ = ["new_side_group", "wait_for_main", "shard_indices", "sharded"]
+_MODULES = (
+    "rank0_work",
+)
+
+__all__: list[str] = []
+for _name in _MODULES:
+    _mod = importlib.import_module(f"{__name__}.{_name}")
+    for _sym in _mod.__all__:
+        globals()[_sym] = getattr(_mod, _sym)
+        __all__.append(_sym)
