@@ -1,0 +1,132 @@
+"""Regenerate the torch 2.13 CPU (gloo) logs in this folder.
+
+Each case runs a tiny rank program under ``torchrun --nproc_per_node 2`` (or a single process)
+with a 2 s process-group timeout and stores the combined stdout+stderr, with a header line that
+says how it was made. Usage (about 30 s on 2 cores)::
+
+    python tests/data/logs/torch213/make_logs.py
+
+The stored logs are test data: the parser must extract the fields torch 2.13 really prints.
+Host-specific paths in the output are replaced by ``<site-packages>`` / ``<tmp>`` to keep the
+files stable and free of machine paths.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+PROGRAMS: dict[str, str] = {
+    # rank 0 does 5 s of "work" before the barrier; rank 1 waits at it and times out after 2 s.
+    "gloo_rank0_work_before_barrier": """
+        import datetime, os, time
+        import torch.distributed as dist
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=2))
+        rank = dist.get_rank()
+        if rank == 0:
+            time.sleep(5)  # e.g. writing a checkpoint or generating samples on rank 0 only
+        dist.barrier()
+        dist.destroy_process_group()
+    """,
+    # rank 1 is late; rank 0's monitored_barrier names it.
+    "gloo_monitored_barrier": """
+        import datetime, time
+        import torch.distributed as dist
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=10))
+        rank = dist.get_rank()
+        if rank == 1:
+            time.sleep(4)
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=2), wait_all_ranks=True)
+        dist.destroy_process_group()
+    """,
+    # shapes differ across ranks; TORCH_DISTRIBUTED_DEBUG=DETAIL reports the mismatch.
+    "gloo_detail_shape_mismatch": """
+        import datetime
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
+        rank = dist.get_rank()
+        t = torch.ones(3 if rank == 0 else 4)
+        dist.all_reduce(t)
+        dist.destroy_process_group()
+    """,
+    # rank 1 raises before the all_reduce; rank 0 waits at it.
+    "gloo_exception_on_one_rank": """
+        import datetime, time
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=2))
+        rank = dist.get_rank()
+        if rank == 1:
+            raise ValueError("bad sample in batch 17")
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        dist.destroy_process_group()
+    """,
+}
+
+SINGLE: dict[str, str] = {
+    "dataloader_timeout": """
+        import time, torch
+        from torch.utils.data import DataLoader, Dataset
+        class Slow(Dataset):
+            def __len__(self): return 4
+            def __getitem__(self, i):
+                time.sleep(3)
+                return torch.tensor(i)
+        for batch in DataLoader(Slow(), num_workers=1, timeout=1):
+            pass
+    """,
+    "store_waiting_for_clients": """
+        import datetime
+        import torch.distributed as dist
+        dist.TCPStore("127.0.0.1", 0, 2, True, timeout=datetime.timedelta(seconds=1))
+    """,
+}
+
+
+def _clean(text: str) -> str:
+    text = re.sub(r"[^\s\"']*site-packages", "<site-packages>", text)
+    text = re.sub(r"/tmp/[^\s\"']*", "<tmp>", text)
+    text = re.sub(r"/work/[^\s\"']*", "<work>", text)
+    return text
+
+
+def _run(name: str, source: str, distributed: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / f"{name}.py"
+        script.write_text(textwrap.dedent(source))
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        if name == "gloo_detail_shape_mismatch":
+            env["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
+        if distributed:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                   "--master_port", "0", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                   "127.0.0.1:0", str(script)]
+            how = "torchrun --nproc_per_node 2, gloo, 2 s process-group timeout"
+        else:
+            cmd = [sys.executable, str(script)]
+            how = "one process"
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        import torch
+
+        header = (f"# source: generated locally with torch {torch.__version__} ({how}) by "
+                  f"tests/data/logs/torch213/make_logs.py case {name!r}; exit code {proc.returncode}\n")
+        (HERE / f"{name}.log").write_text(header + _clean(proc.stdout + proc.stderr))
+        print(name, proc.returncode)
+
+
+def main() -> None:
+    for name, src in PROGRAMS.items():
+        _run(name, src, distributed=True)
+    for name, src in SINGLE.items():
+        _run(name, src, distributed=False)
+
+
+if __name__ == "__main__":
+    main()
