@@ -1,0 +1,982 @@
+"""Log text (any bytes) -> :class:`~nccl_workbook.triage.events.Event` list, in log order.
+
+What it reads, from every PyTorch release since 1.x (examples in ``tests/data/logs/real``):
+
+- NCCL watchdog timeouts with and without ``SeqNum``/``NumelIn`` (``WorkNCCL(OpType=..)`` of 1.x,
+  ``WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, ...)`` of 2.x), blocking-wait timeouts,
+  async NCCL exceptions;
+- the watchdog's status line in its three wordings (``Exception (either an error or timeout)
+  detected by watchdog at work: n``, ``Timeout at NCCL work: n``, ``failure detected by watchdog
+  at work sequence id: n PG status: last enqueued work: e, last completed work: c``);
+- ``[rankN]:[E… File.cpp:n]`` glog prefixes, ``[PG ID n PG GUID g(name) Rank r]`` and the older
+  ``[PG n (name) Rank r]`` / ``[PG n Rank r]`` / ``[Rank r]``;
+- heartbeat-monitor and stuck-watchdog messages, flight-recorder dump lines (``Received a dump
+  signal … from rank k``), desync / ``CollectiveFingerPrint`` mismatch reports, NCCL's
+  ``Mismatched collective``;
+- gloo ``Timed out waiting Nms for recv/send operation``, ``Connection closed by peer``,
+  ``Application timeout caused pair closure``, ``monitoredBarrier`` reports;
+- TCPStore / rendezvous timeouts (``k/n clients joined``, ``Socket Timeout``, client socket);
+- DataLoader timeouts and worker deaths, ``Too many open files``;
+- ``ncclSystemError``/``ncclUnhandledCudaError``/``ncclRemoteError``/…, ``NCCL WARN``,
+  ``Duplicate GPU detected``, CUDA errors, DDP's unused-parameter error, other Python exceptions
+  raised on a rank, and the launcher's exit summary.
+
+How it copes with real logs:
+
+- launcher prefixes anywhere before the message (line numbers ``[80746]``, ``[default1]:``,
+  host names, ``(Worker pid=…)``, mpirun ``[1,0]<stderr>:``, timestamps);
+- lines wrapped by a terminal, even inside a word or a field name: a line of 48+ characters
+  followed by a line that does not look like the start of a new record is joined to it, and every
+  pattern allows whitespace between its words;
+- several messages glued on one line (progress bars, two ranks writing at once): every match is
+  its own event; ``\\r`` (progress-bar redraw) ends a record;
+- any bytes: invalid UTF-8 is replaced, NULs and ANSI colour codes are dropped.
+
+Limits: time is linear in the input. Every pattern is a literal anchor followed by bounded
+repeats (no nested or unbounded wildcards), and fields are read from a bounded window around the
+anchor, so a pathological line cannot make matching quadratic. A record is cut into 64 KiB
+pieces. ``rank`` is the global rank when a ``[rankN]:`` or mpirun prefix says so; otherwise the
+rank printed in the message, which is the rank inside ``pg_id``'s group (the same for the default
+group).
+
+Usage::
+
+    from nccl_workbook.triage.parser import parse_log
+    for event in parse_log(open("job.log", "rb").read()):
+        print(event.line_no, event.kind.value, event.rank, event.op_type)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from nccl_workbook.triage.events import Backend, Event, EventKind
+
+__all__ = ["parse_log", "normalize_text", "iter_records", "Record", "C10D_FUNCTION_OPS", "MAX_EVENTS"]
+
+#: a physical line at least this long may have been wrapped by a terminal
+_WRAP_MIN_CHARS = 48
+#: a joined record is cut when it grows past this
+_MAX_RECORD_CHARS = 64 * 1024
+#: ``Event.line`` keeps at most this many characters
+_MAX_LINE_CHARS = 2000
+#: how far before a match prefixes ([rankN]:, [PG …], [Rank r], glog header) are looked for
+_HEAD_CHARS = 400
+#: how far after a match its fields are looked for
+_BODY_CHARS = 900
+#: parse_log keeps at most this many events
+MAX_EVENTS = 50_000
+#: and at most this many from one logical record (64 KiB)
+MAX_EVENTS_PER_RECORD = 256
+#: how many physical lines a traceback frame stays the "current collective" of its rank
+_CONTEXT_LINES = 60
+
+_UINT64_LIMIT = 2**63  # NumelIn=18446744073709551615 is -1 printed as unsigned: unknown
+
+# --------------------------------------------------------------------------------------------
+# normalisation and records
+# --------------------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\][^\x07\x1b]{0,256}(?:\x07|\x1b\\)?|[@-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
+
+# The start of a new log record. A physical line that does not match this and follows a long
+# line is taken to be the continuation of a line wrapped by a terminal.
+_RECORD_START = re.compile(
+    r"""[ \t]{0,12}(?:
+        [\[({#$>`*|=+-]
+      | [IWEF]\d{3,4}[ \t]\d\d:
+      | \d{4}-\d\d-\d\d
+      | \d\d:\d\d:\d\d
+      | (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[ \t]{1,2}\d{1,2}[ \t]
+      | Traceback[ \t]\(
+      | File[ \t]"
+      | frame[ \t]\#
+      | Exception[ \t]raised
+      | terminate[ \t]called
+      | what\(\):
+      | During[ \t]handling
+      | The[ \t]above[ \t]exception
+      | [\w.-]{1,64}:\d{1,8}:\d{1,8}[ \t]\[\d{1,4}\]
+      | [A-Za-z_][\w.]{0,100}(?:Error|Exception|Warning|Interrupt|Exit)[ \t]{0,2}:
+      | (?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b
+      | \d{1,3}%
+      | Epoch[ \t]
+    )""",
+    re.VERBOSE,
+)
+
+
+def normalize_text(data: bytes | bytearray | memoryview | str) -> str:
+    """Any bytes or text -> text the patterns can read.
+
+    Invalid UTF-8 becomes U+FFFD, ``\\r\\n`` becomes ``\\n``, ANSI escape sequences and control
+    characters other than tab, newline and carriage return are removed. Never raises for bytes
+    or str input; anything else is a ``TypeError`` (a programming error, not bad log data).
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        text = bytes(data).decode("utf-8", errors="replace")
+    elif isinstance(data, str):
+        text = data
+    else:
+        raise TypeError(
+            f"parse_log expects the log as bytes or str, got {type(data).__name__}; "
+            "read the file with open(path, 'rb').read()"
+        )
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    text = text.replace("\r\n", "\n")
+    if _CONTROL.search(text) is not None:
+        text = _CONTROL.sub("", text)
+    return text
+
+
+@dataclass(frozen=True)
+class Record:
+    """One logical record: physical lines joined where a terminal wrapped them.
+
+    ``starts`` holds ``(offset_in_text, physical_line_no)`` for every physical line in it, so a
+    match anywhere in ``text`` maps back to the line it came from.
+    """
+
+    text: str
+    starts: tuple[tuple[int, int], ...]
+
+    @property
+    def line_no(self) -> int:
+        return self.starts[0][1]
+
+    def line_no_at(self, offset: int) -> int:
+        """Physical line number of character ``offset`` of ``text``."""
+        line_no = self.starts[0][1]
+        for start, number in self.starts:
+            if start > offset:
+                break
+            line_no = number
+        return line_no
+
+
+def iter_records(text: str) -> Iterator[Record]:
+    """Physical lines -> logical records (terminal-wrapped lines joined; ``\r`` splits)."""
+    parts: list[str] = []
+    starts: list[tuple[int, int]] = []
+    size = 0
+    prev_len = 0
+    record_start = _RECORD_START.match
+    for line_no, physical in enumerate(text.split("\n"), 1):
+        pieces = physical.split("\r") if "\r" in physical else (physical,)
+        first = True
+        for piece in pieces:
+            if (
+                first
+                and prev_len >= _WRAP_MIN_CHARS
+                and parts
+                and size + len(piece) <= _MAX_RECORD_CHARS
+                and not piece.isspace()
+                and piece
+                and record_start(piece) is None
+            ):
+                starts.append((size, line_no))
+                parts.append(piece)
+                size += len(piece)
+            else:
+                if parts:
+                    yield Record(parts[0] if len(parts) == 1 else "".join(parts), tuple(starts))
+                # a single physical line longer than the cap is cut into pieces
+                if len(piece) > _MAX_RECORD_CHARS:
+                    cut = len(piece) - len(piece) % _MAX_RECORD_CHARS or len(piece) - _MAX_RECORD_CHARS
+                    for offset in range(0, cut, _MAX_RECORD_CHARS):
+                        yield Record(piece[offset:offset + _MAX_RECORD_CHARS], ((0, line_no),))
+                    piece = piece[cut:]
+                parts = [piece]
+                starts = [(0, line_no)]
+                size = len(piece)
+            prev_len = len(piece)
+            first = False
+    if parts and (size > 0 or len(starts) > 1):
+        yield Record(parts[0] if len(parts) == 1 else "".join(parts), tuple(starts))
+
+
+# --------------------------------------------------------------------------------------------
+# patterns
+# --------------------------------------------------------------------------------------------
+
+_S = r"\s{0,4}"  # whitespace a wrap may have removed or added between words
+
+
+def _words(phrase: str) -> str:
+    """``"caught collective"`` -> ``caught\\s{0,4}collective`` (words may be split by a wrap)."""
+    return _S.join(re.escape(w) for w in phrase.split())
+
+
+# Every anchor starts with a literal and has only bounded repeats. Group name -> handler.
+_ANCHORS: list[tuple[str, str]] = [
+    ("watchdog_timeout", _words("Watchdog caught collective operation timeout")),
+    ("blocking_wait", _words("timed out in blocking wait")),
+    ("async_exception", _words("raised the following async exception")),
+    ("status_new", _words("failure detected by watchdog at work sequence id")),
+    ("status_mid", _words("Exception (either an error or timeout) detected by watchdog at work")),
+    ("status_old", _words("Timeout at NCCL work") + r"\s{0,4}:"),
+    ("dump_signal", _words("Received a dump signal")),
+    ("timeout_signal", _words("Received a timeout signal")),
+    ("fr_prepare", _words("preparing to dump debug info")),
+    ("fr_stack", _words("Stack trace of the failed collective")),
+    ("fr_written", _words("Finished writing Flight Recorder debug info to")),
+    ("watchdog_stuck", r"watchdog" + _S + r"got" + _S + r"stuck" + _S + r"for"),
+    ("heartbeat", _words("Heartbeat monitor timed out")),
+    ("mismatch", _words("Detected mismatch between collectives")),
+    ("nccl_mismatch", _words("Mismatched collective detected")),
+    ("monitored", r"failed" + _S + r"to" + _S + r"pass" + _S + r"monitoredBarrier"),
+    ("monitored_timeout", _words("timed out in monitoredBarrier")),
+    ("gloo_timeout", r"Timed" + _S + r"out" + _S + r"waiting" + _S + r"\d{1,12}" + _S + r"ms" + _S
+     + r"for" + _S + r"(?:recv|send)"),
+    ("peer_closed", r"Connection" + _S + r"(?:closed|reset)" + _S + r"by" + _S
+     + r"(?:remote" + _S + r")?peer"),
+    ("pair_closure", _words("Application timeout caused pair closure")),
+    ("store_clients", r"Timed" + _S + r"out" + _S + r"after" + _S + r"\d{1,12}" + _S + r"seconds"
+     + _S + r"waiting" + _S + r"for" + _S + r"(?:clients|workers)"),
+    ("socket_timeout", _words("Socket Timeout")),
+    ("client_socket", _words("client socket has timed out after")),
+    ("store_wait", r"wait" + _S + r"timeout" + _S + r"after" + _S + r"\d{1,12}" + _S + r"ms"),
+    ("store_key", _words("Timeout waiting for key")),
+    ("rdzv_timeout", r"RendezvousTimeoutError"),
+    ("recv_zero", _words("Failed to recv, got 0 bytes")),
+    ("dl_timeout", _words("DataLoader timed out after")),
+    ("dl_worker", r"DataLoader" + _S + r"worker" + _S + r"\(" + _S + r"pid"),
+    ("too_many_files", _words("Too many open files")),
+    ("ancdata", _words("received 0 items of ancdata")),
+    ("nccl_error", r"NCCL" + _S + r"error" + _S + r"(?:in" + _S + r")?:"),
+    ("nccl_code", r"nccl(?:SystemError|UnhandledCudaError|RemoteError|InternalError|InvalidUsage"
+     r"|InvalidArgument|InProgress)\b"),
+    ("nccl_warn", r"NCCL" + _S + r"WARN\b"),
+    ("duplicate_gpu", _words("Duplicate GPU detected")),
+    ("cuda_error", r"CUDA" + _S + r"error" + _S + r":"),
+    ("cuda_oom", _words("CUDA out of memory")),
+    ("cuda_failure", r"Cuda" + _S + r"failure"),
+    ("unused", _words("Expected to have finished reduction in the prior iteration")),
+    ("elastic_rank", r"rank\s{0,8}:\s{0,4}\d{1,7}\s{0,4}\(\s{0,4}local_rank"),
+    ("elastic_exit", r"exitcode\s{0,8}:\s{0,4}-?\d{1,5}"),
+    ("elastic_failed", r"failed" + _S + r"\(" + _S + r"exitcode" + _S + r":"),
+    ("root_cause", _words("Root Cause (first observed failure)")),
+    ("spawn_process", r"--" + _S + r"Process" + _S + r"\d{1,7}" + _S + r"terminated" + _S + r"with"),
+]
+_ANCHOR_RE = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _ANCHORS))
+
+# Cheap prefilter: a record is matched against ``_ANCHOR_RE`` only if it contains one of these
+# substrings (plain ``in`` checks are ~100x faster than the alternation on ordinary lines).
+# Each anchor above has at least one of them that a terminal wrap cannot break (records are
+# joined before this check) -- keep the two lists in step when adding an anchor.
+_KEYWORDS: tuple[str, ...] = (
+    "atchdog", "WorkNCCL", "blocking", "async exception", "NCCL work", "enqueued", "dump",
+    "Flight Recorder", "stuck", "eartbeat", "ismatch", "monitoredBarrier", "imed out",
+    "by peer", "remote peer", "pair closure", "Socket Timeout", "client socket", "wait timeout",
+    "Timeout waiting", "Rendezvous", "got 0 bytes", "DataLoader", "open files", "ancdata",
+    "NCCL error", "NCCL WARN", "ncclSystem", "ncclUnhandled", "ncclRemote", "ncclInternal",
+    "ncclInvalid", "ncclInProgress", "Duplicate GPU", "CUDA error", "out of memory",
+    "Cuda failure", "prior iteration", "exitcode", "local_rank", "Root Cause", "terminated with",
+)
+
+
+def _may_match(text: str, keywords: tuple[str, ...] = _KEYWORDS) -> bool:
+    for keyword in keywords:
+        if keyword in text:
+            return True
+    return False
+
+
+#: a block of records none of which contains one of these can be skipped as a whole
+_LOOK_KEYWORDS: tuple[str, ...] = _KEYWORDS + ("distributed", "backward(", "Error", "Exception")
+_BLOCK_RECORDS = 64
+
+# context only: which collective a rank was in (Python tracebacks, flight-recorder stacks)
+_C10D_FRAME = re.compile(
+    r"distributed_c10d\.py\"?,?\s{0,4}(?:line\s{0,4}\d{1,7},\s{0,4}in|:\d{1,7})\s{0,4}(\w{1,60})"
+    r"|#\d{1,4}\s{1,4}(\w{1,60})\s{1,4}from\s{1,4}\S{0,300}distributed_c10d\.py"
+    r"|distributed\.py\"?,\s{0,4}line\s{0,4}\d{1,7},\s{0,4}in\s{0,4}(_sync_\w{0,40}|_distributed_broadcast_coalesced|_verify_param\w{0,40})"
+    r"|\.(backward)\(\s{0,4}\)"
+)
+# Python exception line (after prefixes): "ValueError: ...", "torch.OutOfMemoryError: ..."
+_EXCEPTION_LINE = re.compile(
+    r"(?:^|\]:?\s|\]\s|:\s)\s{0,8}((?:[A-Za-z_]\w{0,40}\.){0,6}[A-Z]\w{0,60}(?:Error|Exception))"
+    r"\s{0,4}:\s{0,4}([^\n]{0,200})"
+)
+_SPAWN_CONTEXT = re.compile(r"--\s{0,4}Process\s{0,4}(\d{1,7})\s{0,4}terminated\s{0,4}with")
+
+#: Python functions in ``distributed_c10d`` (and DDP internals) -> NCCL op spelling
+C10D_FUNCTION_OPS: dict[str, str] = {
+    "barrier": "BARRIER",
+    "monitored_barrier": "BARRIER",
+    "all_reduce": "ALLREDUCE",
+    "all_reduce_coalesced": "ALLREDUCE",
+    "all_gather": "ALLGATHER",
+    "all_gather_object": "ALLGATHER",
+    "all_gather_into_tensor": "_ALLGATHER_BASE",
+    "_all_gather_base": "_ALLGATHER_BASE",
+    "all_gather_coalesced": "ALLGATHER",
+    "broadcast": "BROADCAST",
+    "broadcast_object_list": "BROADCAST",
+    "reduce_scatter": "REDUCE_SCATTER",
+    "reduce_scatter_tensor": "_REDUCE_SCATTER_BASE",
+    "_reduce_scatter_base": "_REDUCE_SCATTER_BASE",
+    "reduce": "REDUCE",
+    "gather": "GATHER",
+    "gather_object": "GATHER",
+    "scatter": "SCATTER",
+    "scatter_object_list": "SCATTER",
+    "all_to_all": "ALLTOALL",
+    "all_to_all_single": "ALLTOALL_BASE",
+    "send": "SEND",
+    "isend": "SEND",
+    "recv": "RECV",
+    "irecv": "RECV",
+    "batch_isend_irecv": "SEND",
+    # DDP: loss.backward() all-reduces gradient buckets; forward syncs buffers by broadcast
+    "backward": "ALLREDUCE",
+    "_sync_buffers": "BROADCAST",
+    "_sync_params": "BROADCAST",
+    "_sync_module_states": "BROADCAST",
+    "_distributed_broadcast_coalesced": "BROADCAST",
+    "_verify_param_shape_across_processes": "ALLGATHER",
+    "_verify_params_across_processes": "ALLGATHER",
+}
+
+# prefixes / context before the anchor
+_RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]:")
+_MPI_PREFIX = re.compile(r"\[\d{1,7},(\d{1,7})\]<std(?:out|err)>:")
+_LOCAL_PREFIX = re.compile(r"\[(?!rank\d)([A-Za-z_][A-Za-z_]{0,30}?)(\d{1,5})\]:")
+_PG_NEW = re.compile(
+    r"\[PG\s{0,4}ID\s{0,4}(\d{1,9})\s{0,4}PG\s{0,4}GUID\s{0,4}(\d{1,12})\s{0,4}(?:\(([^()\]]{0,100})\))?"
+    r"\s{0,4}Rank\s{0,4}(\d{1,7})\s{0,4}\]"
+)
+_PG_OLD = re.compile(r"\[PG\s{0,4}(\d{1,9})\s{0,4}(?:\(([^()\]]{0,100})\)\s{0,4})?Rank\s{0,4}(\d{1,7})\s{0,4}\]")
+_RANK_BRACKET = re.compile(r"\[Rank\s{0,4}(\d{1,7})\s{0,4}\]")
+_GLOG = re.compile(r"([IWEF]\d{3,4}\s\d\d:\d\d:\d\d(?:\.\d{1,9})?)")
+
+# fields after (or around) the anchor
+_WORK = re.compile(r"WorkNCCL\(")
+_SEQ = re.compile(r"SeqNum\s{0,4}=\s{0,4}(\d{1,20})")
+_OPTYPE = re.compile(r"OpType\s{0,4}=\s{0,4}([A-Z_][A-Z0-9_]{0,40})")
+_NUMEL_IN = re.compile(r"NumelIn\s{0,4}=\s{0,4}(-?\d{1,20})")
+_NUMEL_OUT = re.compile(r"NumelOut\s{0,4}=\s{0,4}(-?\d{1,20})")
+_TIMEOUT_MS = re.compile(r"Timeout\s{0,4}\(\s{0,4}ms\s{0,4}\)\s{0,4}=\s{0,4}(\d{1,15})")
+_RAN_FOR = re.compile(r"ran\s{0,4}for\s{0,4}(\d{1,15})\s{0,4}(?:milliseconds|ms)")
+_ENQUEUED = re.compile(r"[Ll]ast\s{0,4}enqueued\s{0,4}(?:NCCL\s{0,4})?work\s{0,4}:\s{0,4}(-?\d{1,20})")
+_COMPLETED = re.compile(r"last\s{0,4}completed\s{0,4}(?:NCCL\s{0,4})?work\s{0,4}:\s{0,4}(-?\d{1,20})")
+_STATUS_SEQ = re.compile(r"work(?:\s{0,4}sequence\s{0,4}id)?\s{0,4}:\s{0,4}(\d{1,20})")
+_FROM_RANK = re.compile(r"from\s{0,4}(?:this\s{0,4}local\s{0,4}rank|rank\s{0,4}(\d{1,7}))")
+_STUCK_SECONDS = re.compile(r"stuck\s{0,4}for\s{0,4}(\d{1,9})\s{0,4}seconds")
+_WORK_META = re.compile(r"workMetaList_\.size\(\)\s{0,4}=\s{0,4}(\d{1,9})")
+_RUNNING = re.compile(r"Rank\s{0,4}(\d{1,7})\s{0,4}is\s{0,4}running")
+_FP_SEQ = re.compile(r"SequenceNumber\s{0,4}=\s{0,4}(\d{1,20})")
+_FP_SHAPE = re.compile(r"TensorShape\s{0,4}=\s{0,4}\[([\d,\s]{0,200})\]")
+_BUT_RANK = re.compile(
+    r"but\s{0,12}Rank\s{0,12}(\d{1,7})\s{0,12}is\s{0,12}running\s{0,12}(?:collective\s{0,12}:\s{0,12})?"
+    r"(?:CollectiveFingerPrint\((?:SequenceNumber\s{0,4}=\s{0,4}\d{1,20},?\s{0,4})?OpType\s{0,4}=\s{0,4})?"
+    r"([A-Z_][A-Z0-9_]{0,40})?"
+)
+_DIFFER = re.compile(r"differ\s{0,4}in\s{0,4}the\s{0,4}following\s{0,4}aspects\s{0,4}:\s{0,4}([^\n]{0,160})")
+_NEAR_RANK = re.compile(r"rank\s{0,4}(\d{1,7})")
+_MB_RANKS = re.compile(r"Ranks?\s{0,4}((?:\d{1,7}\s{0,4},?\s{0,4}){1,64})\s{0,4}(?:failed|timed)")
+_MB_MS = re.compile(r"(?:in|after)\s{0,4}(\d{1,12})\s{0,4}ms")
+_GLOO_TIMEOUT = re.compile(r"waiting\s{0,4}(\d{1,12})\s{0,4}ms\s{0,4}for\s{0,4}(recv|send)")
+_STORE_CLIENTS = re.compile(
+    r"after\s{0,4}(\d{1,12})\s{0,4}seconds\s{0,4}waiting\s{0,4}for\s{0,4}(?:clients|workers)\.?\s{0,4}"
+    r"(\d{1,9})\s{0,4}/\s{0,4}(\d{1,9})"
+)
+_CLIENT_SOCKET = re.compile(
+    r"after\s{0,4}(\d{1,12})\s{0,4}(ms|s)?\s{0,4}while\s{0,4}trying\s{0,4}to\s{0,4}connect\s{0,4}to\s{0,4}"
+    r"\(([^()]{0,200})\)"
+)
+_STORE_WAIT = re.compile(r"after\s{0,4}(\d{1,12})\s{0,4}ms")
+_DL_SECONDS = re.compile(r"after\s{0,4}(\d{1,9})\s{0,4}seconds")
+_DL_WORKER = re.compile(
+    r"pid\(?s?\)?\s{0,4}([\d,\s]{0,200})\)\s{0,4}(?:is\s{0,4}killed\s{0,4}by\s{0,4}signal\s{0,4}:\s{0,4}"
+    r"([^.\n]{1,60})|(exited\s{0,4}unexpectedly))"
+)
+_NCCL_REASON = re.compile(r"error\s{0,4}(?:in\s{0,4}:\s{0,4}\S{0,300}?\s{0,4},|:)\s{0,4}([^,\n(]{1,120})")
+_NCCL_CODE = re.compile(r"(nccl[A-Z][A-Za-z]{2,30})")
+_NCCL_WARN_TEXT = re.compile(r"WARN\s{1,4}([^\n]{0,160})")
+_DUP_GPU = re.compile(r"rank\s{0,4}(\d{1,7})\s{0,4}and\s{0,4}rank\s{0,4}(\d{1,7})\s{0,4}both\s{0,4}on\s{0,4}CUDA"
+                      r"\s{0,4}device\s{0,4}(\w{1,20})")
+_CUDA_TEXT = re.compile(r"error\s{0,4}:\s{0,4}([^\n.]{1,120})")
+_GLUED_SENTENCE = re.compile(r"(?<=[a-z])(?=[A-Z]{2})")
+_CUDA_FAILURE = re.compile(r"failure\s{0,4}(\d{0,6})\s{0,4}'([^'\n]{1,80})'")
+_UNUSED_RANK = re.compile(r"did\s{0,4}not\s{0,4}receive\s{0,4}grad\s{0,4}for\s{0,4}rank\s{0,4}(\d{1,7})")
+_ELASTIC_RANK = re.compile(r"rank\s{0,8}:\s{0,4}(\d{1,7})\s{0,4}\(\s{0,4}local_rank\s{0,4}:\s{0,4}(\d{1,7})")
+_ELASTIC_EXIT = re.compile(r"exitcode\s{0,8}:\s{0,4}(-?\d{1,5})(?:[^\n]{0,40}?\((SIG\w{1,10})\))?")
+_ELASTIC_FAILED = re.compile(
+    r"exitcode\s{0,4}:\s{0,4}(-?\d{1,5})\s{0,4}\)\s{0,4}local_rank\s{0,4}:\s{0,4}(\d{1,7})"
+)
+_SPAWN = re.compile(r"Process\s{0,4}(\d{1,7})\s{0,4}terminated\s{0,4}with\s{0,4}([^\n]{0,80})")
+
+_LAUNCHER_EXCEPTIONS = frozenset(
+    {"ChildFailedError", "CalledProcessError", "SignalException", "KeyboardInterrupt", "SystemExit"}
+)
+
+
+def _int(text: str | None) -> int | None:
+    """Digits -> int; ``-1`` and uint64-wrapped negatives -> ``None`` (no sentinels)."""
+    if text is None or text == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    if value < 0 or value >= _UINT64_LIMIT:
+        return None
+    return value
+
+
+def _search(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    return pattern.search(text)
+
+
+@dataclass(frozen=True)
+class _Head:
+    """Prefix information found before a match."""
+
+    rank: int | None = None
+    local_rank: int | None = None
+    group_rank: int | None = None
+    pg_id: int | None = None
+    pg_name: str | None = None
+    timestamp: str | None = None
+
+
+def _read_head(text: str) -> _Head:
+    """Last ``[rankN]:``/mpirun/``[defaultN]:`` prefix, ``[PG …]``/``[Rank r]`` and glog time."""
+    rank = local = group = pg_id = None
+    pg_name: str | None = None
+    for m in _RANK_PREFIX.finditer(text):
+        rank = int(m.group(1))
+    if rank is None:
+        for m in _MPI_PREFIX.finditer(text):
+            rank = int(m.group(1))
+    for m in _LOCAL_PREFIX.finditer(text):
+        if m.group(1).lower() not in ("rank", "pg", "e", "w", "i", "f"):
+            local = int(m.group(2))
+    pg_end = -1
+    for m in _PG_NEW.finditer(text):
+        pg_id, pg_name, group, pg_end = int(m.group(1)), m.group(3) or None, int(m.group(4)), m.end()
+    if pg_end < 0:
+        for m in _PG_OLD.finditer(text):
+            pg_id, pg_name, group, pg_end = int(m.group(1)), m.group(2) or None, int(m.group(3)), m.end()
+    for m in _RANK_BRACKET.finditer(text):
+        if m.start() >= pg_end:
+            group = int(m.group(1))
+    stamp = None
+    for m in _GLOG.finditer(text):
+        stamp = m.group(1)
+    return _Head(rank, local, group, pg_id, pg_name.strip() if pg_name else None, stamp)
+
+
+@dataclass
+class _State:
+    """What the parser remembers between records."""
+
+    #: rank key -> (op_type, physical line) of the last collective seen in a traceback
+    frames: dict[int | None, tuple[str, int]]
+    #: mp.spawn "-- Process k terminated" context: (rank, until line)
+    spawn_rank: tuple[int, int] | None = None
+    #: the next launcher rank block is the root cause
+    root_cause_pending: bool = False
+
+
+def _frame_op(state: _State, rank: int | None, line_no: int) -> str | None:
+    for key in (rank, None):
+        got = state.frames.get(key)
+        if got is not None and line_no - got[1] <= _CONTEXT_LINES:
+            return got[0]
+    return None
+
+
+def _update_frames(state: _State, text: str, rank: int | None, line_no: int) -> None:
+    for m in _C10D_FRAME.finditer(text):
+        name = m.group(1) or m.group(2) or m.group(3) or m.group(4)
+        op = C10D_FUNCTION_OPS.get(name or "")
+        if op is not None:
+            state.frames[rank] = (op, line_no)
+
+
+def _backend_for_peer(near: str, window: str) -> Backend:
+    """Which layer lost its peer: ``near`` is the text right around the match."""
+    if "store" in near.lower() or "DistNetworkError" in near:
+        return Backend.STORE
+    if "gloo" in window or "pair.cc" in window:
+        return Backend.GLOO
+    if "NCCL" in window or "socketProgress" in window or "NET/" in window:
+        return Backend.NCCL
+    return Backend.UNKNOWN
+
+
+def _work_fields(window: str) -> dict[str, int | str | None]:
+    """Fields of a ``WorkNCCL(...)`` description anywhere in ``window``."""
+    m = _WORK.search(window)
+    part = window[m.start():m.start() + 500] if m else window
+    seq = _search(_SEQ, part)
+    op = _search(_OPTYPE, part)
+    n_in = _search(_NUMEL_IN, part)
+    n_out = _search(_NUMEL_OUT, part)
+    tmo = _search(_TIMEOUT_MS, part)
+    ran = _search(_RAN_FOR, window)
+    return {
+        "seq_num": _int(seq.group(1)) if seq else None,
+        "op_type": op.group(1) if op else None,
+        "numel_in": _int(n_in.group(1)) if n_in else None,
+        "numel_out": _int(n_out.group(1)) if n_out else None,
+        "timeout_ms": _int(tmo.group(1)) if tmo else None,
+        "ran_for_ms": _int(ran.group(1)) if ran else None,
+    }
+
+
+def _status_fields(window: str) -> dict[str, int | None]:
+    seq = _search(_STATUS_SEQ, window)
+    enq = _search(_ENQUEUED, window)
+    comp = _search(_COMPLETED, window)
+    return {
+        "seq_num": _int(seq.group(1)) if seq else None,
+        "last_enqueued": _int(enq.group(1)) if enq else None,
+        "last_completed": _int(comp.group(1)) if comp else None,
+    }
+
+
+def _cut_line(text: str, at: int) -> str:
+    if len(text) <= _MAX_LINE_CHARS:
+        return text
+    start = max(0, at - 500)
+    return ("…" if start else "") + text[start:start + _MAX_LINE_CHARS - 2] + "…"
+
+
+# --------------------------------------------------------------------------------------------
+# anchor handlers: (name, window before, window after) -> event fields or None
+# --------------------------------------------------------------------------------------------
+
+_Fields = dict[str, object]
+
+
+def _handle(name: str, head: str, body: str) -> _Fields | None:  # noqa: C901 - a flat dispatch
+    """Fields for one anchor match. ``head`` is the text just before it, ``body`` from it on."""
+    around = head[-300:] + body
+    if name in ("watchdog_timeout", "blocking_wait"):
+        fields = _work_fields(body if name == "watchdog_timeout" else around)
+        return {"kind": EventKind.COLLECTIVE_TIMEOUT, "backend": Backend.NCCL,
+                "detail": "blocking wait" if name == "blocking_wait" else "watchdog", **fields}
+    if name == "async_exception":
+        fields = _work_fields(around)
+        reason = _search(_NCCL_REASON, body)
+        code = _search(_NCCL_CODE, body)
+        detail = " ".join(x for x in (code.group(1) if code else "", reason.group(1).strip() if reason else "") if x)
+        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": detail or "async NCCL error",
+                **fields}
+    if name in ("status_new", "status_mid", "status_old"):
+        fields = _status_fields(body)
+        return {"kind": EventKind.PG_STATUS, "backend": Backend.NCCL,
+                "detail": f"watchdog: work {fields['seq_num']} failed" if fields["seq_num"] is not None
+                else "watchdog status", **fields}
+    if name in ("dump_signal", "timeout_signal"):
+        fields = _status_fields(body)
+        fields["seq_num"] = None
+        src = _search(_FROM_RANK, body[:200])
+        detail = "dump signal"
+        named: tuple[int, ...] = ()
+        if src is not None:
+            if src.group(1) is not None:
+                named = (int(src.group(1)),)
+                detail = f"dump signal from rank {src.group(1)}"
+            else:
+                detail = "dump signal from this local rank"
+        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL, "detail": detail,
+                "named_ranks": named, **fields}
+    if name == "fr_prepare":
+        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL, "detail": "preparing to dump debug info"}
+    if name == "fr_stack":
+        missing = "not found" in body[:80]
+        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
+                "detail": "flight recorder disabled: no stack of the failed collective" if missing
+                else "stack trace of the failed collective"}
+    if name == "fr_written":
+        target = body.split("to", 1)[-1].strip().split()[:1]
+        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
+                "detail": "flight recorder dump written" + (f" to {target[0]}" if target else "")}
+    if name == "watchdog_stuck":
+        sec = _search(_STUCK_SECONDS, body[:80])
+        return {"kind": EventKind.WATCHDOG_STUCK, "backend": Backend.NCCL,
+                "timeout_ms": int(sec.group(1)) * 1000 if sec else None,
+                "detail": "watchdog stuck (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC)"}
+    if name == "heartbeat":
+        meta = _search(_WORK_META, body[:200])
+        return {"kind": EventKind.HEARTBEAT, "backend": Backend.NCCL,
+                "detail": f"heartbeat monitor timed out; {meta.group(1)} work items pending" if meta
+                else "heartbeat monitor timed out"}
+    if name == "mismatch":
+        runs = list(_RUNNING.finditer(body[:2000]))
+        own = int(runs[0].group(1)) if runs else None
+        op = _search(_OPTYPE, body[:1200])
+        seq = _search(_FP_SEQ, body[:1200])
+        shape = _search(_FP_SHAPE, body[:1200])
+        but = _search(_BUT_RANK, body[:2000])
+        differ = _search(_DIFFER, body[:3000])
+        parts = []
+        if shape:
+            parts.append(f"shape [{' '.join(shape.group(1).split())}]")
+        if but is not None:
+            parts.append(f"rank {but.group(1)} runs {but.group(2) or 'a different collective'}")
+        if differ:
+            parts.append(f"differ in: {' '.join(differ.group(1).split())}")
+        device = body[:1500]
+        backend = (Backend.NCCL if "device=cuda" in device else Backend.GLOO if "device=cpu" in device
+                   else Backend.UNKNOWN)
+        return {"kind": EventKind.COLLECTIVE_MISMATCH, "backend": backend,
+                "op_type": op.group(1) if op else None, "seq_num": _int(seq.group(1)) if seq else None,
+                "group_rank": own, "named_ranks": (int(but.group(1)),) if but else (),
+                "detail": "; ".join(parts) or "collective mismatch"}
+    if name == "nccl_mismatch":
+        near = _search(_NEAR_RANK, body[:200])
+        return {"kind": EventKind.COLLECTIVE_MISMATCH, "backend": Backend.NCCL,
+                "named_ranks": (int(near.group(1)),) if near else (), "detail": "NCCL: mismatched collective"}
+    if name in ("monitored", "monitored_timeout"):
+        ranks = _search(_MB_RANKS, head[-200:] + body[:40])
+        named = tuple(int(x) for x in re.findall(r"\d{1,7}", ranks.group(1))) if ranks else ()
+        ms = _search(_MB_MS, body[:120])
+        return {"kind": EventKind.MONITORED_BARRIER, "backend": Backend.GLOO, "op_type": "BARRIER",
+                "timeout_ms": _int(ms.group(1)) if ms else None, "named_ranks": named,
+                "detail": "late ranks: " + ", ".join(map(str, named)) if named else "monitored barrier failed"}
+    if name == "gloo_timeout":
+        m = _search(_GLOO_TIMEOUT, body[:120])
+        return {"kind": EventKind.COLLECTIVE_TIMEOUT, "backend": Backend.GLOO,
+                "timeout_ms": _int(m.group(1)) if m else None, "detail": m.group(2) if m else ""}
+    if name == "peer_closed":
+        window = head[-200:] + body[:200]
+        backend = _backend_for_peer(head[-80:] + body[:80], window)
+        detail = " ".join(body[:80].split()).rstrip(".")
+        return {"kind": EventKind.PEER_CLOSED, "backend": backend, "detail": detail}
+    if name == "pair_closure":
+        return {"kind": EventKind.PEER_CLOSED, "backend": Backend.GLOO,
+                "detail": "Application timeout caused pair closure (group dead after a timeout)"}
+    if name == "store_clients":
+        m = _search(_STORE_CLIENTS, body[:160])
+        if m is None:
+            return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE}
+        joined, expected = int(m.group(2)), int(m.group(3))
+        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "timeout_ms": int(m.group(1)) * 1000,
+                "world_size": expected, "detail": f"{joined}/{expected} clients joined"}
+    if name == "socket_timeout":
+        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "Socket Timeout"}
+    if name == "client_socket":
+        m = _search(_CLIENT_SOCKET, body[:300])
+        if m is None:
+            return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "client socket timed out"}
+        value = int(m.group(1))
+        ms = value * 1000 if m.group(2) == "s" else value
+        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "timeout_ms": ms,
+                "detail": f"could not connect to ({m.group(3).strip()})"}
+    if name == "store_wait":
+        m = _search(_STORE_WAIT, body[:60])
+        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
+                "timeout_ms": _int(m.group(1)) if m else None, "detail": "store wait timeout"}
+    if name == "store_key":
+        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "timeout waiting for key"}
+    if name == "rdzv_timeout":
+        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "rendezvous timeout"}
+    if name == "recv_zero":
+        return {"kind": EventKind.PEER_CLOSED, "backend": Backend.STORE, "detail": "store: failed to recv, got 0 bytes"}
+    if name == "dl_timeout":
+        m = _search(_DL_SECONDS, body[:80])
+        return {"kind": EventKind.DATALOADER_TIMEOUT, "backend": Backend.DATALOADER,
+                "timeout_ms": int(m.group(1)) * 1000 if m else None}
+    if name == "dl_worker":
+        m = _search(_DL_WORKER, body[:300])
+        if m is None:
+            return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER}
+        pids = " ".join(m.group(1).replace(",", " ").split())
+        how = f"killed by signal: {m.group(2).strip()}" if m.group(2) else "exited unexpectedly"
+        return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER,
+                "detail": f"worker pid {pids} {how}"}
+    if name in ("too_many_files", "ancdata"):
+        dl = ("Communication with the workers" in body[:200] or "sharing strategy" in body[:400]
+              or name == "ancdata" or "dataloader" in head[-300:].lower())
+        return {"kind": EventKind.TOO_MANY_OPEN_FILES, "backend": Backend.DATALOADER if dl else Backend.PROCESS,
+                "detail": "Too many open files" if name == "too_many_files" else "received 0 items of ancdata"}
+    if name == "nccl_error":
+        reason = _search(_NCCL_REASON, body[:500])
+        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL,
+                "detail": " ".join(reason.group(1).split()) if reason else "NCCL error"}
+    if name == "nccl_code":
+        code = _search(_NCCL_CODE, body[:40])
+        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": code.group(1) if code else "NCCL error"}
+    if name == "nccl_warn":
+        text = _search(_NCCL_WARN_TEXT, body[:200])
+        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL,
+                "detail": "NCCL WARN " + " ".join(text.group(1).split()) if text else "NCCL WARN"}
+    if name == "duplicate_gpu":
+        m = _search(_DUP_GPU, body[:200])
+        if m is None:
+            return {"kind": EventKind.DUPLICATE_GPU, "backend": Backend.NCCL, "detail": "duplicate GPU"}
+        return {"kind": EventKind.DUPLICATE_GPU, "backend": Backend.NCCL, "group_rank": int(m.group(1)),
+                "named_ranks": (int(m.group(2)),),
+                "detail": f"rank {m.group(1)} and rank {m.group(2)} on CUDA device {m.group(3)}"}
+    if name == "cuda_error":
+        m = _search(_CUDA_TEXT, body[:160])
+        # a joined wrap can glue the next sentence on ("...encounteredCUDA kernel errors"): cut there
+        text = _GLUED_SENTENCE.split(" ".join(m.group(1).split()), maxsplit=1)[0] if m else ""
+        return {"kind": EventKind.CUDA_ERROR, "backend": Backend.CUDA,
+                "detail": "CUDA error: " + text if text else "CUDA error"}
+    if name == "cuda_oom":
+        return {"kind": EventKind.CUDA_ERROR, "backend": Backend.CUDA, "detail": "CUDA out of memory"}
+    if name == "cuda_failure":
+        m = _search(_CUDA_FAILURE, body[:140])
+        return {"kind": EventKind.CUDA_ERROR, "backend": Backend.NCCL,
+                "detail": f"Cuda failure {m.group(1)} '{m.group(2)}'".replace("  ", " ") if m else "Cuda failure"}
+    if name == "unused":
+        m = _search(_UNUSED_RANK, body[:3000])
+        return {"kind": EventKind.UNUSED_PARAMETERS, "backend": Backend.PROCESS,
+                "named_ranks": (int(m.group(1)),) if m else (),
+                "detail": "DDP: parameters did not receive gradients (unused parameters)"}
+    if name == "elastic_rank":
+        m = _search(_ELASTIC_RANK, body[:80])
+        if m is None:
+            return None
+        return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "rank": int(m.group(1)),
+                "local_rank": int(m.group(2)), "detail": "launcher: process exited"}
+    if name == "elastic_failed":
+        m = _search(_ELASTIC_FAILED, body[:120])
+        if m is None:
+            return None
+        return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "local_rank": int(m.group(2)),
+                "detail": f"launcher: local_rank {m.group(2)} failed with exitcode {m.group(1)}"}
+    if name == "spawn_process":
+        m = _search(_SPAWN, body[:160])
+        if m is None:
+            return None
+        return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "rank": int(m.group(1)),
+                "detail": f"process {m.group(1)} terminated with {m.group(2).strip()}"}
+    return None
+
+
+def _is_source_code(head: str, body: str) -> bool:
+    """A traceback quoting the code that raises (``raise RuntimeError('DataLoader timed out after
+    {} seconds'...)``) or a format string is not the message itself."""
+    near = body[:100]
+    return "raise " in head[-120:] or "{}" in near or "%s" in near or "%d" in near or "{0}" in near
+
+
+# anchors that only change parser state
+_STATE_ONLY = frozenset({"elastic_exit", "root_cause"})
+# a generic anchor is dropped when a more specific one follows within this many characters
+_GENERIC = frozenset({"nccl_warn"})
+_SPECIFIC_AFTER = 240
+
+
+def _exception_event(record: Record, head: _Head) -> _Fields | None:
+    """A Python exception line with no other recognised message in it."""
+    m = _EXCEPTION_LINE.search(record.text[:4000])
+    if m is None:
+        return None
+    qualified, message = m.group(1), " ".join(m.group(2).split())
+    short = qualified.rsplit(".", 1)[-1]
+    if short in _LAUNCHER_EXCEPTIONS:
+        return None
+    if short == "DistBackendError":
+        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": f"{short}: {message}"[:200]}
+    if short in ("DistNetworkError", "DistStoreError"):
+        return {"kind": EventKind.PEER_CLOSED, "backend": Backend.STORE, "detail": f"{short}: {message}"[:200]}
+    return {"kind": EventKind.PYTHON_EXCEPTION, "backend": Backend.PROCESS, "detail": f"{short}: {message}"[:200],
+            "_offset": m.start(1)}
+
+
+def _make_event(fields: _Fields, head: _Head, record: Record, offset: int, ctx_rank: int | None,
+                state: _State) -> Event:
+    line_no = record.line_no_at(offset)
+    group_rank = fields.pop("group_rank", None)
+    if group_rank is None:
+        group_rank = head.group_rank
+    local_rank = fields.pop("local_rank", None)
+    if local_rank is None:
+        local_rank = head.local_rank
+    # global rank: explicit in the message (launcher summary) > [rankN]:/mpirun prefix >
+    # mp.spawn context > in-message rank (rank within the group) > launcher local rank
+    rank = fields.pop("rank", None)
+    for candidate in (head.rank, ctx_rank, group_rank, local_rank):
+        if rank is None:
+            rank = candidate
+    kind = fields["kind"]
+    if fields.get("op_type") is None and kind in _OP_FROM_CONTEXT:
+        fields["op_type"] = _frame_op(state, rank, line_no)
+    fields.pop("_offset", None)
+    pg_id = fields.pop("pg_id", None)
+    return Event(
+        rank=rank,
+        group_rank=group_rank,
+        local_rank=local_rank,
+        pg_id=pg_id if pg_id is not None else head.pg_id,
+        pg_name=head.pg_name,
+        timestamp=head.timestamp,
+        line=_cut_line(record.text, offset),
+        line_no=line_no,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+_OP_FROM_CONTEXT = frozenset(
+    {
+        EventKind.COLLECTIVE_TIMEOUT,
+        EventKind.PEER_CLOSED,
+        EventKind.PYTHON_EXCEPTION,
+        EventKind.NCCL_ERROR,
+        EventKind.COLLECTIVE_MISMATCH,
+    }
+)
+
+
+def _events_in_record(record: Record, state: _State, events: list[Event]) -> None:
+    """Append the events of one record to ``events`` (which holds every earlier event)."""
+    text = record.text
+    line_no = record.line_no
+    ctx_rank = None
+    if state.spawn_rank is not None and line_no <= state.spawn_rank[1]:
+        ctx_rank = state.spawn_rank[0]
+    if "distributed" in text or "backward(" in text:
+        rank_match = _RANK_PREFIX.search(text[:300])
+        frame_rank = int(rank_match.group(1)) if rank_match else ctx_rank
+        _update_frames(state, text, frame_rank, line_no)
+    matches = []
+    if _may_match(text):
+        for m in _ANCHOR_RE.finditer(text):
+            matches.append((m.lastgroup or "", m.start(), m.end()))
+            if len(matches) >= MAX_EVENTS_PER_RECORD:
+                break
+    if not matches:
+        if "Error" in text or "Exception" in text:
+            record_head = _read_head(text[:300])
+            fields = _exception_event(record, record_head)
+            if fields is not None:
+                offset = int(fields.get("_offset", 0))  # type: ignore[call-overload]
+                events.append(_make_event(fields, record_head, record, offset, ctx_rank, state))
+        return
+    record_head = _read_head(text[:300])
+    prev_end = 0
+    for index, (name, start, end) in enumerate(matches):
+        if name in _STATE_ONLY:
+            if name == "root_cause":
+                state.root_cause_pending = True
+            elif events and events[-1].kind is EventKind.PROCESS_EXIT and line_no - events[-1].line_no <= 3:
+                m = _search(_ELASTIC_EXIT, text[start:start + 120])
+                if m is not None and "exitcode" not in events[-1].detail:
+                    sig = f" ({m.group(2)})" if m.group(2) else ""
+                    events[-1] = replace(events[-1], detail=f"{events[-1].detail}, exitcode {m.group(1)}{sig}")
+            prev_end = end
+            continue
+        if name in _GENERIC and any(
+            later_start - start <= _SPECIFIC_AFTER and later_name not in _GENERIC | _STATE_ONLY
+            for later_name, later_start, _ in matches[index + 1:index + 4]
+        ):
+            continue
+        head_text = text[max(prev_end, start - _HEAD_CHARS):start]
+        body = text[start:start + _BODY_CHARS]
+        if _is_source_code(head_text, body):
+            prev_end = end
+            continue
+        fields = _handle(name, head_text, body)
+        prev_end = end
+        if fields is None:
+            continue
+        head = _read_head(head_text)
+        if head.rank is None and head.local_rank is None:
+            head = replace(head, rank=record_head.rank, local_rank=record_head.local_rank)
+        if head.timestamp is None:
+            head = replace(head, timestamp=record_head.timestamp)
+        if head.pg_id is None and record_head.pg_id is not None and head.group_rank is None:
+            head = replace(head, pg_id=record_head.pg_id, pg_name=record_head.pg_name,
+                           group_rank=record_head.group_rank)
+        if fields["kind"] is EventKind.PROCESS_EXIT and state.root_cause_pending and name == "elastic_rank":
+            fields["detail"] = "launcher: root cause (first observed failure)"
+            state.root_cause_pending = False
+        events.append(_make_event(fields, head, record, start, ctx_rank, state))
+        if name == "spawn_process" and events[-1].rank is not None:
+            state.spawn_rank = (events[-1].rank, events[-1].line_no + _CONTEXT_LINES)
+
+
+# --------------------------------------------------------------------------------------------
+# merging follow-up lines of one error into one event
+# --------------------------------------------------------------------------------------------
+
+_MERGE_PRECEDENCE = {
+    EventKind.DUPLICATE_GPU: 4,
+    EventKind.CUDA_ERROR: 3,
+    EventKind.NCCL_ERROR: 2,
+    EventKind.PEER_CLOSED: 1,
+}
+_MERGE_LINES = 4
+
+
+def _merge_chains(events: list[Event]) -> list[Event]:
+    """``NCCL error in: … / ncclSystemError: … / Last error: … / Cuda failure …`` -> one event."""
+    out: list[Event] = []
+    for event in events:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and prev.kind in _MERGE_PRECEDENCE
+            and event.kind in _MERGE_PRECEDENCE
+            and prev.kind is not EventKind.PEER_CLOSED
+            and event.line_no - prev.line_no <= _MERGE_LINES
+            and (event.rank is None or prev.rank is None or event.rank == prev.rank)
+            and not (prev.kind is EventKind.DUPLICATE_GPU and event.kind is EventKind.DUPLICATE_GPU)
+        ):
+            winner, other = (event, prev) if _MERGE_PRECEDENCE[event.kind] > _MERGE_PRECEDENCE[prev.kind] else (prev, event)
+            detail = "; ".join(d for d in dict.fromkeys((prev.detail, event.detail)) if d)
+            merged = replace(
+                winner,
+                backend=prev.backend if prev.backend is not Backend.UNKNOWN else event.backend,
+                rank=prev.rank if prev.rank is not None else event.rank,
+                line=prev.line,
+                line_no=prev.line_no,
+                detail=detail[:300],
+                seq_num=winner.seq_num if winner.seq_num is not None else other.seq_num,
+                op_type=winner.op_type or other.op_type,
+                numel_in=winner.numel_in if winner.numel_in is not None else other.numel_in,
+                numel_out=winner.numel_out if winner.numel_out is not None else other.numel_out,
+                timeout_ms=winner.timeout_ms if winner.timeout_ms is not None else other.timeout_ms,
+                named_ranks=winner.named_ranks or other.named_ranks,
+                group_rank=winner.group_rank if winner.group_rank is not None else other.group_rank,
+                timestamp=prev.timestamp or event.timestamp,
+            )
+            out[-1] = merged
+            continue
+        out.append(event)
+    return out
+
+
+def parse_log(data: bytes | bytearray | memoryview | str, *, max_events: int = MAX_EVENTS) -> list[Event]:
+    """Any log bytes or text -> recognised events, in log order. Never raises on bad data.
+
+    At most ``max_events`` events are kept (the first ones), and at most
+    ``MAX_EVENTS_PER_RECORD`` per logical record, so a pathological input cannot make the
+    result itself unbounded.
+
+    >>> [e.kind.value for e in parse_log(b"[rank1]:[E1206 18:44:12.7 ProcessGroupNCCL.cpp:607] "
+    ...     b"[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+    ...     b"OpType=BARRIER, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600061 "
+    ...     b"milliseconds before timing out.")]
+    ['collective_timeout']
+    """
+    text = normalize_text(data)
+    state = _State(frames={})
+    events: list[Event] = []
+    block: list[Record] = []
+
+    def flush() -> None:
+        if len(events) < max_events and _may_match("\0".join(r.text for r in block), _LOOK_KEYWORDS):
+            for record in block:
+                _events_in_record(record, state, events)
+        del events[max_events:]
+        block.clear()
+
+    for record in iter_records(text):
+        block.append(record)
+        if len(block) >= _BLOCK_RECORDS:
+            flush()
+    flush()
+    return _merge_chains(events)
