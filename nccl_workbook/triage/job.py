@@ -1,0 +1,380 @@
+"""Reading a whole job from its events: who reported, who is missing, who fell behind, which op.
+
+A collective timeout is reported by the ranks that *waited*; the rank they waited for usually
+reports nothing, or reports something else first (an exception, a dead DataLoader worker). So the
+job-level reading looks at what is absent as much as at what is present:
+
+- ``ranks_reported``: ranks with at least one failure event;
+- ``ranks_missing``: ranks of the job that reported no failure. The world size comes from the
+  log when it says so (``1/4 clients joined``, the launcher's per-rank summary) and otherwise is
+  the highest rank seen + 1, so a silent rank above every reporting rank cannot be seen: the
+  summary says which basis it used;
+- ``ranks_behind``: ranks whose watchdog status shows they never enqueued the failing collective
+  (``last enqueued work`` below the failing sequence number), or that timed out at a lower
+  sequence number than the others in the same group (they issued fewer collectives);
+- ``failed_op`` / ``failed_seq``: the collective the reporting ranks timed out in (for gloo, the
+  ``distributed_c10d`` function in the traceback);
+- ``earliest``: the first failure in the log (by glog timestamp when every failure has one).
+
+Usage::
+
+    summary = summarize(parse_log(text))
+    summary.ranks_missing     # (0,)
+    summary.failed_op         # 'ALLREDUCE'
+    summary.ranks_frame()     # one row per rank
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nccl_workbook.triage.events import FAILURE_KINDS, Event, EventKind
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = ["RankStatus", "RankRow", "JobSummary", "summarize"]
+
+
+class RankStatus(str, enum.Enum):
+    """What one rank's first failure says about it."""
+
+    #: waited in a collective until the timeout
+    TIMEOUT = "timeout"
+    #: its peer closed the connection (the peer is the one to look at)
+    PEER_CLOSED = "peer_closed"
+    #: its own code, data loader, CUDA or NCCL failed
+    ERROR = "error"
+    #: the watchdog / heartbeat monitor itself was stuck
+    STUCK = "stuck"
+    #: the store / rendezvous timed out
+    STORE = "store"
+    #: reported no failure, and its watchdog status shows it never reached the failing collective
+    BEHIND = "behind"
+    #: part of the job but reported no failure
+    SILENT = "silent"
+
+
+_STATUS_OF_KIND: dict[EventKind, RankStatus] = {
+    EventKind.COLLECTIVE_TIMEOUT: RankStatus.TIMEOUT,
+    EventKind.PG_STATUS: RankStatus.TIMEOUT,
+    EventKind.MONITORED_BARRIER: RankStatus.TIMEOUT,
+    EventKind.PEER_CLOSED: RankStatus.PEER_CLOSED,
+    EventKind.WATCHDOG_STUCK: RankStatus.STUCK,
+    EventKind.HEARTBEAT: RankStatus.STUCK,
+    EventKind.STORE_TIMEOUT: RankStatus.STORE,
+}
+
+# kinds that say "this rank itself went wrong" (as opposed to waiting for someone)
+_ERROR_KINDS = frozenset(
+    {
+        EventKind.PYTHON_EXCEPTION,
+        EventKind.DATALOADER_TIMEOUT,
+        EventKind.DATALOADER_WORKER_DIED,
+        EventKind.TOO_MANY_OPEN_FILES,
+        EventKind.CUDA_ERROR,
+        EventKind.NCCL_ERROR,
+        EventKind.DUPLICATE_GPU,
+        EventKind.UNUSED_PARAMETERS,
+        EventKind.COLLECTIVE_MISMATCH,
+    }
+)
+
+_STATUS_KINDS = frozenset({EventKind.PG_STATUS, EventKind.FLIGHT_RECORDER})  # carry enqueued/completed
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank's part in the failure."""
+
+    rank: int
+    status: RankStatus
+    #: the kind and line of the rank's first failure (``None`` when silent)
+    first_kind: EventKind | None
+    first_line: int | None
+    op_type: str | None
+    seq_num: int | None
+    numel_in: int | None
+    timeout_ms: int | None
+    ran_for_ms: int | None
+    pg_id: int | None
+    last_enqueued: int | None
+    last_completed: int | None
+    n_events: int
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "status": self.status.value,
+            "first_kind": self.first_kind.value if self.first_kind else None,
+            "first_line": self.first_line,
+            "op_type": self.op_type,
+            "seq_num": self.seq_num,
+            "numel_in": self.numel_in,
+            "timeout_ms": self.timeout_ms,
+            "ran_for_ms": self.ran_for_ms,
+            "pg_id": self.pg_id,
+            "last_enqueued": self.last_enqueued,
+            "last_completed": self.last_completed,
+            "n_events": self.n_events,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """The job-level reading of a log (see the module docstring for each field's meaning)."""
+
+    n_events: int
+    ranks_reported: tuple[int, ...]
+    ranks_seen: tuple[int, ...]
+    world_size: int | None
+    #: how ``world_size`` was found: ``stated`` / ``launcher`` / ``highest rank + 1`` / ``unknown``
+    world_size_basis: str
+    ranks_missing: tuple[int, ...]
+    ranks_behind: tuple[int, ...]
+    behind_reason: str
+    failed_op: str | None
+    failed_seq: int | None
+    failed_numel: int | None
+    timeout_ms: int | None
+    #: first failure event in the log
+    earliest: Event | None
+    #: ranks named by a dump signal as the first to see the timeout
+    first_detectors: tuple[int, ...]
+    #: ranks a monitored barrier named as late
+    named_late: tuple[int, ...]
+    per_rank: tuple[RankRow, ...]
+    #: failure events whose rank the log does not say
+    unranked_failures: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON-serialisable dict (the ``summary`` of ``triage --json``)."""
+        earliest = None
+        if self.earliest is not None:
+            e = self.earliest
+            earliest = {"rank": e.rank, "kind": e.kind.value, "line_no": e.line_no, "op_type": e.op_type,
+                        "seq_num": e.seq_num, "detail": e.detail, "timestamp": e.timestamp}
+        return {
+            "n_events": self.n_events,
+            "ranks_reported": list(self.ranks_reported),
+            "ranks_seen": list(self.ranks_seen),
+            "world_size": self.world_size,
+            "world_size_basis": self.world_size_basis,
+            "ranks_missing": list(self.ranks_missing),
+            "ranks_behind": list(self.ranks_behind),
+            "behind_reason": self.behind_reason,
+            "failed_op": self.failed_op,
+            "failed_seq": self.failed_seq,
+            "failed_numel": self.failed_numel,
+            "timeout_ms": self.timeout_ms,
+            "earliest_failure": earliest,
+            "first_detectors": list(self.first_detectors),
+            "named_late": list(self.named_late),
+            "unranked_failures": self.unranked_failures,
+            "per_rank": [row.to_json() for row in self.per_rank],
+        }
+
+    def ranks_frame(self) -> pd.DataFrame:
+        """One row per rank (reported or missing), nullable ``Int64`` columns."""
+        import pandas as pd
+
+        columns = list(RankRow.__dataclass_fields__)
+        frame = pd.DataFrame([row.to_json() for row in self.per_rank], columns=columns)
+        for col in ("rank", "first_line", "seq_num", "numel_in", "timeout_ms", "ran_for_ms", "pg_id",
+                    "last_enqueued", "last_completed", "n_events"):
+            frame[col] = frame[col].astype("Int64")
+        for col in ("status", "first_kind", "op_type", "detail"):
+            frame[col] = frame[col].astype("string")
+        return frame
+
+
+def _mode(values: list[Any]) -> Any:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return Counter(values).most_common(1)[0][0]
+
+
+def _earliest(failures: list[Event]) -> Event | None:
+    if not failures:
+        return None
+    if all(e.timestamp for e in failures):
+        # glog "E1206 18:44:12.715" has no year; month-day-time sorts within one year
+        return min(failures, key=lambda e: (_stamp_key(e.timestamp or ""), e.line_no))
+    return failures[0]
+
+
+def _stamp_key(stamp: str) -> tuple[str, float]:
+    parts = stamp[1:].split()
+    day = parts[0].rjust(4, "0") if parts else ""
+    seconds = 0.0
+    if len(parts) > 1:
+        try:
+            h, m, s = parts[1].split(":")
+            seconds = int(h) * 3600 + int(m) * 60 + float(s)
+        except ValueError:
+            seconds = 0.0
+    return day, seconds
+
+
+def summarize(events: list[Event] | tuple[Event, ...]) -> JobSummary:
+    """Events of one job -> :class:`JobSummary`. Works on an empty list (everything empty)."""
+    events = list(events)
+    failures = [e for e in events if e.kind in FAILURE_KINDS]
+    ranked_failures = [e for e in failures if e.rank is not None]
+    reported = sorted({e.rank for e in ranked_failures if e.rank is not None})
+    seen = sorted({e.rank for e in events if e.rank is not None}
+                  | {r for e in events for r in e.named_ranks})
+
+    # world size: stated > launcher summary > highest rank + 1
+    stated = [e.world_size for e in events if e.world_size is not None]
+    launcher = {e.rank for e in events if e.kind is EventKind.PROCESS_EXIT and e.rank is not None}
+    if stated:
+        world, basis = max(stated), "stated"
+    elif launcher and max(launcher) + 1 >= (max(seen) + 1 if seen else 0):
+        world, basis = max(launcher) + 1, "launcher"
+    elif seen:
+        world, basis = max(seen) + 1, "highest rank + 1"
+    else:
+        world, basis = None, "unknown"
+    missing = tuple(r for r in range(world) if r not in reported) if world is not None and reported else ()
+
+    # the failing collective: the most common (seq, op) among collective timeouts
+    timeouts = [e for e in events if e.kind is EventKind.COLLECTIVE_TIMEOUT]
+    failed_seq = _mode([e.seq_num for e in timeouts])
+    op_pool = [e for e in timeouts if failed_seq is None or e.seq_num == failed_seq] or timeouts
+    failed_op = _mode([e.op_type for e in op_pool])
+    if failed_op is None:
+        failed_op = _mode([e.op_type for e in failures if e.op_type])
+    failed_numel = _mode([e.numel_in for e in op_pool])
+    timeout_ms = _mode([e.timeout_ms for e in timeouts if e.timeout_ms is not None])
+    failed_pg = _mode([e.pg_id for e in events if e.kind is EventKind.PG_STATUS and e.seq_num == failed_seq])
+
+    # per-rank status lines: last enqueued / completed for the failing group
+    status_by_rank: dict[int, Event] = {}
+    for e in events:
+        if e.rank is None or e.kind not in _STATUS_KINDS or e.last_enqueued is None and e.last_completed is None:
+            continue
+        if failed_pg is not None and e.pg_id is not None and e.pg_id != failed_pg:
+            continue
+        status_by_rank[e.rank] = e
+
+    behind: set[int] = set()
+    reasons: list[str] = []
+    if failed_seq is not None:
+        never = sorted(r for r, e in status_by_rank.items()
+                       if e.last_enqueued is not None and e.last_enqueued < failed_seq)
+        if never:
+            behind.update(never)
+            reasons.append(f"rank(s) {_fmt(never)} never enqueued work {failed_seq} (last enqueued below it)")
+    if failed_seq is None and status_by_rank:
+        completed = {r: e.last_completed for r, e in status_by_rank.items() if e.last_completed is not None}
+        if len(set(completed.values())) > 1:
+            low = min(completed.values())
+            laggards = sorted(r for r, c in completed.items() if c == low)
+            behind.update(laggards)
+            reasons.append(f"rank(s) {_fmt(laggards)} completed the least work ({low})")
+    # ranks that timed out at a lower sequence number than others of the same group
+    by_pg: dict[int | None, dict[int, int]] = {}
+    for e in timeouts:
+        if e.rank is not None and e.seq_num is not None:
+            ranks = by_pg.setdefault(e.pg_id, {})
+            ranks[e.rank] = min(e.seq_num, ranks.get(e.rank, e.seq_num))
+    for pg, ranks in by_pg.items():
+        if len(set(ranks.values())) > 1:
+            low = min(ranks.values())
+            laggards = sorted(r for r, s in ranks.items() if s == low)
+            if len(laggards) < len(ranks):
+                behind.update(laggards)
+                reasons.append(
+                    f"rank(s) {_fmt(laggards)} timed out at SeqNum {low} while others were at "
+                    f"{max(ranks.values())}: they issued fewer collectives (or the ranks are in different groups)"
+                )
+
+    detectors = sorted({r for e in events if e.kind is EventKind.FLIGHT_RECORDER for r in e.named_ranks})
+    named_late = sorted({r for e in events if e.kind is EventKind.MONITORED_BARRIER for r in e.named_ranks})
+
+    rows: list[RankRow] = []
+    by_rank: dict[int, list[Event]] = {}
+    for e in events:
+        if e.rank is not None:
+            by_rank.setdefault(e.rank, []).append(e)
+    all_ranks = sorted(set(reported) | set(missing) | set(by_rank))
+    for rank in all_ranks:
+        mine = by_rank.get(rank, [])
+        mine_failures = [e for e in mine if e.kind in FAILURE_KINDS]
+        first = mine_failures[0] if mine_failures else None
+        first_error = next((e for e in mine_failures if e.kind in _ERROR_KINDS), None)
+        first_wait = next((e for e in mine_failures if e.kind in _STATUS_OF_KIND), None)
+        if first is None:
+            status = RankStatus.BEHIND if rank in behind else RankStatus.SILENT
+        elif first_error is not None and (first_wait is None or first_error.line_no <= first_wait.line_no):
+            status = RankStatus.ERROR  # this rank went wrong before (or without) waiting for anyone
+        elif first_wait is not None:
+            status = _STATUS_OF_KIND[first_wait.kind]
+        else:
+            status = RankStatus.ERROR
+        timeout = next((e for e in mine if e.kind is EventKind.COLLECTIVE_TIMEOUT), None)
+        stat = status_by_rank.get(rank)
+        source = timeout or first
+        detail = (first_error or first).detail if (first_error or first) else ""
+        if first is None and mine:
+            detail = "; ".join(dict.fromkeys(e.detail for e in mine if e.detail))[:200]
+        rows.append(
+            RankRow(
+                rank=rank,
+                status=status,
+                first_kind=first.kind if first else None,
+                first_line=first.line_no if first else None,
+                op_type=source.op_type if source else None,
+                seq_num=(source.seq_num if source and source.seq_num is not None
+                         else stat.seq_num if stat else None),
+                numel_in=source.numel_in if source else None,
+                timeout_ms=source.timeout_ms if source else None,
+                ran_for_ms=source.ran_for_ms if source else None,
+                pg_id=(source.pg_id if source and source.pg_id is not None else stat.pg_id if stat else None),
+                last_enqueued=stat.last_enqueued if stat else None,
+                last_completed=stat.last_completed if stat else None,
+                n_events=len(mine),
+                detail=detail,
+            )
+        )
+
+    return JobSummary(
+        n_events=len(events),
+        ranks_reported=tuple(reported),
+        ranks_seen=tuple(seen),
+        world_size=world,
+        world_size_basis=basis,
+        ranks_missing=missing,
+        ranks_behind=tuple(sorted(behind)),
+        behind_reason="; ".join(reasons),
+        failed_op=failed_op,
+        failed_seq=failed_seq,
+        failed_numel=failed_numel,
+        timeout_ms=timeout_ms,
+        earliest=_earliest(failures),
+        first_detectors=tuple(detectors),
+        named_late=tuple(named_late),
+        per_rank=tuple(rows),
+        unranked_failures=len(failures) - len(ranked_failures),
+    )
+
+
+def _fmt(ranks: list[int] | tuple[int, ...]) -> str:
+    """``[0, 1, 2, 5]`` -> ``'0-2, 5'``."""
+    ranks = sorted(ranks)
+    out: list[str] = []
+    i = 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}" if j > i + 1 else f"{ranks[i]}, {ranks[j]}")
+        i = j + 1
+    return ", ".join(out)
