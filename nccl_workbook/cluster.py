@@ -432,6 +432,7 @@ class RankCluster:
         deadline_s: float | None = None,
         debug_level: str | None = None,
         progress: Progress | None = None,
+        flight_recorder: bool = False,
     ) -> ClusterRun:
         """Run ``program(ctx, params)`` on ``world_size`` ranks with a fresh process group.
 
@@ -456,7 +457,7 @@ class RankCluster:
             RankSpec(
                 rank=r, world_size=ws, local_rank=local_ranks[r], backend=backend,
                 init_method=f"tcp://{addr}:{port}", pg_timeout_s=float(pg_timeout_s),
-                program=program, params=params, debug_level=debug_level,
+                program=program, params=params, debug_level=debug_level, flight_recorder=flight_recorder,
             )
             for r in range(ws)
         ]

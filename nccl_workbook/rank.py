@@ -63,6 +63,8 @@ class RankSpec:
     program: Callable[..., dict[str, Any] | None]
     params: Any
     debug_level: str | None = None  # TORCH_DISTRIBUTED_DEBUG for this run: OFF | INFO | DETAIL
+    #: also return the flight-recorder dump when the run succeeds (it always comes back on failure)
+    flight_recorder: bool = False
 
 
 @dataclass
@@ -200,6 +202,7 @@ def run_rank(spec: RankSpec) -> RankReport:
         status = classify_error(exc_type, str(e))
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-12))[-6000:]
     finally:
+        fr_dump = _flight_recorder_dump() if (status is not RankStatus.OK or spec.flight_recorder) else None
         if dist.is_initialized():
             try:
                 dist.destroy_process_group()
@@ -219,4 +222,15 @@ def run_rank(spec: RankSpec) -> RankReport:
         host=socket.gethostname(),
         t_begin_ns=t_begin,
         t_end_ns=time.time_ns(),
+        fr_dump=fr_dump,
     )
+
+
+def _flight_recorder_dump() -> bytes | None:
+    """torch's flight-recorder ring buffer of this process (None where torch has none)."""
+    try:
+        import torch
+
+        return bytes(torch._C._distributed_c10d._dump_fr_trace())
+    except Exception:  # noqa: BLE001 - a missing or failing recorder must not change the run's result
+        return None

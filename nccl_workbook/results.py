@@ -130,6 +130,10 @@ class RankReport:
     host: str
     t_begin_ns: int
     t_end_ns: int
+    #: torch's flight-recorder dump (pickle bytes from ``_dump_fr_trace``), taken before the group
+    #: was destroyed; present when the run failed or when asked for. The ring buffer is per
+    #: process, so it also holds entries of earlier runs on this engine (older than t_begin_ns).
+    fr_dump: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,8 @@ class RunResult:
     trace: pd.DataFrame | None = field(default=None, compare=False, repr=False)
     metrics: dict[int, dict[str, object]] = field(default_factory=dict, compare=False, repr=False)
     notes: tuple[str, ...] = ()
+    #: rank -> torch flight-recorder dump (pickle bytes), see RankReport.fr_dump
+    fr_dumps: dict[int, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:

@@ -55,11 +55,13 @@ def run_scenario(
     world_size: int | None = None,
     timeout_s: float | None = None,
     progress: Progress | None = None,
+    flight_recorder: bool = False,
     **param_overrides: Any,
 ) -> RunResult:
     """Run one variant once and diagnose it. ``timeout_s`` is the process-group timeout before the
     variant adjusts it (default: the scenario's); ``param_overrides`` change the scenario's
-    ``Params`` (e.g. ``seconds_per_sample=1.0``)."""
+    ``Params`` (e.g. ``seconds_per_sample=1.0``). ``flight_recorder=True`` brings back every rank's
+    flight-recorder dump also when the run succeeds (failed runs always bring them back)."""
     scenario = get_scenario(scenario_id)
     spec = scenario.variant(variant)
     ws = world_size or cluster.n_ranks
@@ -74,6 +76,7 @@ def run_scenario(
         deadline_s=scenario.deadline_s(params, pg_timeout),
         debug_level=spec.debug_level,
         progress=progress,
+        flight_recorder=flight_recorder,
     )
     rows = [row for rep in run.reports for row in rep.rows]
     trace = trace_frame(rows, offsets_ns=run.clock_offsets_ns)
@@ -113,6 +116,7 @@ def run_scenario(
         trace=trace,
         metrics={rep.rank: dict(rep.metrics) for rep in run.reports},
         notes=run.notes,
+        fr_dumps={rep.rank: rep.fr_dump for rep in run.reports if rep.fr_dump is not None},
     )
 
 
