@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nccl_workbook.live import HangReport, ProgressHub, detect_hang
 from nccl_workbook.rank import EngineInfo, RankSpec, engine_clock, engine_setup, pick_rendezvous, run_rank
 from nccl_workbook.results import RankReport, RankStatus
 
@@ -79,6 +80,8 @@ class ClusterRun:
     pg_timeout_s: float
     clock_offsets_ns: dict[int, int]
     notes: tuple[str, ...]
+    #: the first suspected hang named while the run was in progress (None: no rank waited long)
+    hang: HangReport | None = None
 
 
 def _package_parent() -> str:
@@ -112,6 +115,7 @@ class RankCluster:
         self._info: dict[int, EngineInfo] = {}
         self._backend: str | None = None
         self._notes: list[str] = []
+        self._hub: ProgressHub | None = None
         self.start_s: float | None = None
 
     # -- construction --------------------------------------------------------------------------
@@ -433,12 +437,20 @@ class RankCluster:
         debug_level: str | None = None,
         progress: Progress | None = None,
         flight_recorder: bool = False,
+        live: bool = True,
+        min_wait_s: float = 1.0,
+        on_hang: Callable[[HangReport], None] | None = None,
     ) -> ClusterRun:
         """Run ``program(ctx, params)`` on ``world_size`` ranks with a fresh process group.
 
         ``deadline_s`` is the client-side limit for the whole run (default: four times the
         group timeout plus 20 s); ranks still busy then are reported as ``timeout`` and their
         engines replaced.
+
+        With ``live`` (default) every rank publishes its progress to this process while it runs, and
+        a wait of more than ``min_wait_s`` in a collective that some ranks have not entered is
+        named at once (:func:`nccl_workbook.live.detect_hang`), with every rank's stack, and passed
+        to ``on_hang``; it comes back as ``ClusterRun.hang``.
         """
         self._require_running()
         if pg_timeout_s <= 0:
@@ -453,17 +465,22 @@ class RankCluster:
         addr, port = self._client[ids[0]].apply_sync(pick_rendezvous, len(set(hosts)) == 1 and hosts[0] == _this_host())
         local_ranks = [hosts[:r].count(hosts[r]) for r in range(ws)]
         backend = self.backend
+        run_id = uuid.uuid4().hex[:12]
+        local = len(set(hosts)) == 1 and hosts[0] == _this_host()
+        hub = self._progress_hub(local) if live else None
         specs = [
             RankSpec(
                 rank=r, world_size=ws, local_rank=local_ranks[r], backend=backend,
                 init_method=f"tcp://{addr}:{port}", pg_timeout_s=float(pg_timeout_s),
                 program=program, params=params, debug_level=debug_level, flight_recorder=flight_recorder,
+                progress=(hub.host, hub.port, run_id) if hub is not None else None,
             )
             for r in range(ws)
         ]
         t0 = time.perf_counter()
         pending = {r: self._client[eid].apply_async(run_rank, specs[r]) for r, eid in enumerate(ids)}
         reports: dict[int, RankReport] = {}
+        hang: HangReport | None = None
         while pending and time.perf_counter() - t0 < deadline_s:
             for r, ar in list(pending.items()):
                 if ar.ready():
@@ -471,8 +488,12 @@ class RankCluster:
                     del pending[r]
             if progress is not None:
                 progress(time.perf_counter() - t0, len(reports), ws)
+            if hub is not None and pending:
+                hang = self._watch(hub, run_id, ws, hang, min_wait_s, on_hang)
             if pending:
                 next(iter(pending.values())).wait(0.1)
+        if hub is not None and hang is not None and not hang.resolved:
+            hang = _resolve(hang, hub.read(run_id, ws))
         for r, ar in pending.items():
             why = f"rank {r} did not finish within the client deadline of {deadline_s:g} s"
             notes.append(self._kill_engine(ids[r], why))
@@ -492,7 +513,35 @@ class RankCluster:
             pg_timeout_s=float(pg_timeout_s),
             clock_offsets_ns=offsets,
             notes=tuple(notes),
+            hang=hang,
         )
+
+    def _progress_hub(self, local: bool) -> ProgressHub | None:
+        import socket
+
+        host = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())
+        if self._hub is None or self._hub.host != host:
+            try:
+                self._hub = ProgressHub(host)
+            except Exception as e:  # noqa: BLE001 - no live detection, the run itself is unaffected
+                log.warning("live hang detection is off: could not start the progress hub (%s)", e)
+                return None
+        return self._hub
+
+    def _watch(self, hub: ProgressHub, run_id: str, ws: int, hang: HangReport | None, min_wait_s: float,
+               on_hang: Callable[[HangReport], None] | None) -> HangReport | None:
+        """One poll of the ranks' progress: detect a hang once, later notice it resolving."""
+        states = hub.read(run_id, ws)
+        if hang is not None:
+            return hang if hang.resolved else _resolve(hang, states)
+        found = detect_hang(states, world_size=ws, now_ns=time.time_ns(), min_wait_s=min_wait_s)
+        if found is None:
+            return None
+        found = HangReport(**{**found.__dict__, "stacks": hub.request_stacks(run_id, ws)})
+        log.warning("suspected hang: %s", found.message)
+        if on_hang is not None:
+            on_hang(found)
+        return found
 
     def _collect(self, rank: int, ar: Any, eid: int) -> RankReport:
         import ipyparallel as ipp
@@ -506,6 +555,12 @@ class RankCluster:
                 return _synthetic_report(rank, RankStatus.CRASHED, f"engine died: {e.evalue}", self._info.get(eid))
             # run_rank catches everything; any other RemoteError means it could not even start
             return _synthetic_report(rank, RankStatus.ERROR, f"{e.ename}: {e.evalue}", self._info.get(eid))
+
+
+def _resolve(hang: HangReport, states: dict) -> HangReport:  # noqa: ANN001
+    """Mark a hang resolved once every waiting rank completed the collective it waited in."""
+    done = all(states.get(r) is not None and states[r].completed.get(hang.pg, 0) >= hang.seq for r in hang.waiting_ranks)
+    return HangReport(**{**hang.__dict__, "resolved": True}) if done else hang
 
 
 def _this_host() -> str:

@@ -65,6 +65,8 @@ class RankSpec:
     debug_level: str | None = None  # TORCH_DISTRIBUTED_DEBUG for this run: OFF | INFO | DETAIL
     #: also return the flight-recorder dump when the run succeeds (it always comes back on failure)
     flight_recorder: bool = False
+    #: (host, port, run_id) of the client's progress hub, for live hang detection; None: off
+    progress: tuple[str, int, str] | None = None
 
 
 @dataclass
@@ -168,7 +170,13 @@ def run_rank(spec: RankSpec) -> RankReport:
     import torch.distributed as dist
 
     t_begin = time.time_ns()
-    tracer = Tracer(spec.rank)
+    publisher = None
+    if spec.progress is not None:
+        from nccl_workbook.live import ProgressPublisher
+
+        host, port, run_id = spec.progress
+        publisher = ProgressPublisher((host, port), run_id, spec.rank)
+    tracer = Tracer(spec.rank, on_event=publisher.on_event if publisher is not None else None)
     status, error, exc_type, tb = RankStatus.OK, None, None, None
     metrics: dict[str, Any] = {}
     device = torch.device("cpu")
@@ -202,6 +210,8 @@ def run_rank(spec: RankSpec) -> RankReport:
         status = classify_error(exc_type, str(e))
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-12))[-6000:]
     finally:
+        if publisher is not None:
+            publisher.close()
         fr_dump = _flight_recorder_dump() if (status is not RankStatus.OK or spec.flight_recorder) else None
         if dist.is_initialized():
             try:

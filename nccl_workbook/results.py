@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from nccl_workbook.diagnose import Diagnosis
+    from nccl_workbook.live import HangReport
 
 __all__ = [
     "RankStatus",
@@ -192,6 +193,19 @@ class RunResult:
     notes: tuple[str, ...] = ()
     #: rank -> torch flight-recorder dump (pickle bytes), see RankReport.fr_dump
     fr_dumps: dict[int, bytes] = field(default_factory=dict, compare=False, repr=False)
+    #: the hang named live, while the group was still alive (see nccl_workbook.live)
+    hang: HangReport | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def live_hang(self) -> HangReport | None:
+        """The live detection, if it was never resolved (a wait that ended is not a hang)."""
+        return self.hang if self.hang is not None and not self.hang.resolved else None
+
+    @property
+    def detected_after_s(self) -> float | None:
+        """Seconds from hang onset (first rank entering the stuck collective) to the workbook
+        naming the culprit, live; None when nothing hung."""
+        return self.live_hang.detected_after_s if self.live_hang else None
 
     @property
     def ok(self) -> bool:
@@ -221,6 +235,11 @@ class RunResult:
         }
         if self.diagnosis is not None:
             d["diagnosis"] = self.diagnosis.summary
+        live = self.live_hang
+        d["detected_after_s"] = None if live is None else round(live.detected_after_s, 3)
+        d["detected_culprits"] = [] if live is None else list(live.culprit_ranks)
+        d["stacks"] = {} if live is None else {str(k): v for k, v in live.stacks.items()}
+        d["live"] = None if self.hang is None else self.hang.to_json()
         return d
 
     def ranks_frame(self) -> pd.DataFrame:
@@ -254,6 +273,12 @@ class RunResult:
             f" &nbsp; backend={self.backend}, world_size={self.world_size}, "
             f"pg timeout={self.pg_timeout_s:g} s, wall={self.wall_s:.1f} s"
         )
+        if self.live_hang is not None:
+            head += (
+                f"<br>named live, before the timeout: culprit rank(s) <b>{list(self.live_hang.culprit_ranks)}</b> "
+                f"in {html.escape(self.live_hang.op)}, {self.live_hang.detected_after_s:.1f} s after the others "
+                f"started waiting (the timeout needed {self.pg_timeout_s:g} s)"
+            )
         if not self.ok:
             agree = "agrees" if self.diagnosis_agrees else "DISAGREES"
             head += (

@@ -117,6 +117,7 @@ def run_scenario(
         metrics={rep.rank: dict(rep.metrics) for rep in run.reports},
         notes=run.notes,
         fr_dumps={rep.rank: rep.fr_dump for rep in run.reports if rep.fr_dump is not None},
+        hang=run.hang,
     )
 
 

@@ -1,0 +1,77 @@
+"""Live hang detection: the rule on synthetic rank states, and publisher -> hub on a real store."""
+
+from __future__ import annotations
+
+import time
+
+from nccl_workbook.live import ProgressHub, ProgressPublisher, RankProgress, detect_hang, short_paths, stacks_html
+from nccl_workbook.trace import TraceRow
+
+S = 1_000_000_000
+
+
+def _waiting(rank: int, since_s: float, *, op: str = "BARRIER", pg: str = "0", seq: int = 4) -> RankProgress:
+    return RankProgress(rank, int(since_s * S), coll_op=op, coll_pg=pg, coll_seq=seq, coll_since_ns=int(since_s * S),
+                        entered={pg: seq}, completed={pg: seq - 1}, coll_latency_median_ns=2_000_000)
+
+
+def test_late_rank_named_after_min_wait() -> None:
+    states = {r: _waiting(r, 10.0) for r in (1, 2, 3)}
+    states[0] = RankProgress(0, 10 * S, region="generate_samples", region_since_ns=10 * S, entered={"0": 3})
+    assert detect_hang(states, world_size=4, now_ns=int(10.5 * S)) is None  # 0.5 s: too early
+    h = detect_hang(states, world_size=4, now_ns=int(11.2 * S))
+    assert h is not None and h.culprit_ranks == (0,) and h.waiting_ranks == (1, 2, 3)
+    assert h.op == "BARRIER" and h.kind == "late" and abs(h.detected_after_s - 1.2) < 1e-9
+    assert "generate_samples" in h.where[0]
+
+
+def test_threshold_scales_with_usual_latency() -> None:
+    slow = {r: RankProgress(**{**_waiting(r, 0.0).__dict__, "coll_latency_median_ns": 200_000_000}) for r in (1, 2)}
+    # 20 x 0.2 s = 4 s: a 2 s wait is still normal for this job
+    assert detect_hang(slow, world_size=3, now_ns=2 * S) is None
+    assert detect_hang(slow, world_size=3, now_ns=5 * S).culprit_ranks == (0,)
+
+
+def test_rank_without_progress_counts_as_absent_and_done_rank_does_not() -> None:
+    states = {r: _waiting(r, 0.0) for r in (0, 1)}
+    assert detect_hang(states, world_size=3, now_ns=2 * S).culprit_ranks == (2,)
+    # rank 2 already passed seq 4 (entered it): it cannot be what 0 and 1 wait for
+    states[2] = RankProgress(2, 0, entered={"0": 5}, completed={"0": 4})
+    assert detect_hang(states, world_size=3, now_ns=2 * S) is None
+
+
+def test_mismatch_names_the_minority() -> None:
+    states = {r: _waiting(r, 0.0, op="ALLREDUCE") for r in (0, 1, 2)}
+    states[3] = _waiting(3, 0.0, op="ALLGATHER")
+    h = detect_hang(states, world_size=4, now_ns=2 * S)
+    assert h.kind == "mismatch" and h.culprit_ranks == (3,) and h.op == "ALLREDUCE"
+
+
+def test_publisher_to_hub_round_trip() -> None:
+    hub = ProgressHub()
+    pub = ProgressPublisher(hub.address, "run1", rank=1)
+    try:
+        t = time.time_ns()
+        pub.on_event(TraceRow(1, "step", "step", None, None, 0, None, None, t, t, None, "running"))
+        pub.on_event(TraceRow(1, "collective", "ALLREDUCE", "0", 1, 0, 4, 16, t, t, None, "running"))
+        deadline = time.monotonic() + 3
+        states = {}
+        while time.monotonic() < deadline:
+            states = hub.read("run1", 2)
+            if 1 in states and states[1].coll_op:
+                break
+            time.sleep(0.02)
+        assert states[1].coll_op == "ALLREDUCE" and states[1].entered == {"0": 1} and states[1].step == 0
+        assert 0 not in states
+        stacks = hub.request_stacks("run1", 2, timeout_s=2)
+        assert "test_publisher_to_hub_round_trip" in stacks[1]  # the main thread's stack
+        assert "no answer" in stacks[0]
+    finally:
+        pub.close()
+
+
+def test_paths_and_html() -> None:
+    text = 'File "/x/lib/python3.11/site-packages/torch/distributed/c10d.py", line 5, in barrier'
+    assert short_paths(text) == 'File "torch/distributed/c10d.py", line 5, in barrier'
+    html = stacks_html({0: "a\nb", 1: "<c>"}, where={0: "in region 'x'"})
+    assert "rank 0" in html and "&lt;c&gt;" in html and "in region" in html
