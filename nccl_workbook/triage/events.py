@@ -84,6 +84,8 @@ class EventKind(str, enum.Enum):
     CUDA_ERROR = "cuda_error"
     #: DDP's "Expected to have finished reduction in the prior iteration" (unused parameters)
     UNUSED_PARAMETERS = "unused_parameters"
+    #: TORCH_NCCL_DESYNC_DEBUG report: which ranks never joined / lag behind (``named_ranks``)
+    DESYNC_REPORT = "desync_report"
     #: flight-recorder / debug-dump lines ("Received a dump signal ... from rank k", stack traces)
     FLIGHT_RECORDER = "flight_recorder"
     #: a Python exception raised by the program on one rank (not a distributed error)

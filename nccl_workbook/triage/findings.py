@@ -495,18 +495,21 @@ def rank_causes(events: list[Event] | tuple[Event, ...], summary: JobSummary) ->
             evidence_lines=_lines(slow_watch),
         ))
 
-    # -- monitored barrier names the late ranks -----------------------------------------------
+    # -- torch itself names the late ranks (monitored barrier, desync report) ---------------------
     if summary.named_late and not any(f.scenario == "rank0-work-before-barrier" for f in out):
-        mb = _of(events, EventKind.MONITORED_BARRIER)
+        named = _of(events, EventKind.MONITORED_BARRIER, EventKind.DESYNC_REPORT)
+        first = named[0]
+        source = ("rank 0's monitored_barrier" if first.kind is EventKind.MONITORED_BARRIER
+                  else "the NCCL desync report (TORCH_NCCL_DESYNC_DEBUG)")
         out.append(Finding(
-            title="monitored_barrier named the late ranks",
+            title="torch named the late ranks",
             scenario=None,
-            reason=(f"Rank 0's monitored_barrier reports {_who(summary.named_late)} did not arrive within "
-                    f"{(mb[0].timeout_ms or 0) // 1000} s (line {mb[0].line_no}): those ranks were elsewhere."),
+            reason=(f"According to {source} (line {first.line_no}), {_who(summary.named_late)} did not arrive: "
+                    f"{first.detail}. Those ranks were elsewhere when the others entered the collective."),
             fix="Look at what those ranks were doing at that point (their tracebacks, or `py-spy dump`).",
             score=0.8,
             culprit_ranks=summary.named_late,
-            evidence_lines=_lines(mb),
+            evidence_lines=_lines(named),
         ))
 
     # -- nothing decides ----------------------------------------------------------------------

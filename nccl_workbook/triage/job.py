@@ -146,7 +146,7 @@ class JobSummary:
     earliest: Event | None
     #: ranks named by a dump signal as the first to see the timeout
     first_detectors: tuple[int, ...]
-    #: ranks a monitored barrier named as late
+    #: ranks torch itself named as late (monitored barrier, desync debug report)
     named_late: tuple[int, ...]
     per_rank: tuple[RankRow, ...]
     #: failure events whose rank the log does not say
@@ -297,7 +297,8 @@ def summarize(events: list[Event] | tuple[Event, ...]) -> JobSummary:
                 )
 
     detectors = sorted({r for e in events if e.kind is EventKind.FLIGHT_RECORDER for r in e.named_ranks})
-    named_late = sorted({r for e in events if e.kind is EventKind.MONITORED_BARRIER for r in e.named_ranks})
+    named_late = sorted({r for e in events if e.kind in (EventKind.MONITORED_BARRIER, EventKind.DESYNC_REPORT)
+                         for r in e.named_ranks})
 
     rows: list[RankRow] = []
     by_rank: dict[int, list[Event]] = {}

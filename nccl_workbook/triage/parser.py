@@ -225,6 +225,11 @@ _ANCHORS: list[tuple[str, str]] = [
     ("fr_stack", _words("Stack trace of the failed collective")),
     ("fr_written", _words("Finished writing Flight Recorder debug info to")),
     ("watchdog_stuck", r"watchdog" + _S + r"got" + _S + r"stuck" + _S + r"for"),
+    # TORCH_NCCL_DESYNC_DEBUG report (c10d/TraceUtils.h retrieveDesyncReport)
+    ("desync_timeout", _words("Timeout at collective") + r"\s{0,4}:"),
+    ("desync_missing", _words("are the lagging ranks")),
+    ("desync_joined", r"joined" + _S + r"but" + _S + r"didn'?t" + _S + r"finish" + _S + r"collective"),
+    ("desync_finished", r"but" + _S + r"didn'?t" + _S + r"join" + _S + r"collective"),
     ("heartbeat", _words("Heartbeat monitor timed out")),
     ("mismatch", _words("Detected mismatch between collectives")),
     ("nccl_mismatch", _words("Mismatched collective detected")),
@@ -276,6 +281,8 @@ _KEYWORDS: tuple[str, ...] = (
     "NCCL error", "NCCL WARN", "ncclSystem", "ncclUnhandled", "ncclRemote", "ncclInternal",
     "ncclInvalid", "ncclInProgress", "Duplicate GPU", "CUDA error", "out of memory",
     "Cuda failure", "prior iteration", "exitcode", "local_rank", "Root Cause", "terminated with",
+    "Stack trace", "Timeout at collective", "lagging ranks", "t join collective", "t finish collective",
+    "timeout signal",
 )
 
 
@@ -347,7 +354,7 @@ _RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]:")
 _MPI_PREFIX = re.compile(r"\[\d{1,7},(\d{1,7})\]<std(?:out|err)>:")
 _LOCAL_PREFIX = re.compile(r"\[(?!rank\d)([A-Za-z_][A-Za-z_]{0,30}?)(\d{1,5})\]:")
 _PG_NEW = re.compile(
-    r"\[PG\s{0,4}ID\s{0,4}(\d{1,9})\s{0,4}PG\s{0,4}GUID\s{0,4}(\d{1,12})\s{0,4}(?:\(([^()\]]{0,100})\))?"
+    r"\[PG\s{0,4}ID\s{0,4}(\d{1,9})\s{0,4}PG\s{0,4}GUID\s{0,4}([\w.:-]{1,80}?)\s{0,4}(?:\(([^()\]]{0,100})\))?"
     r"\s{0,4}Rank\s{0,4}(\d{1,7})\s{0,4}\]"
 )
 _PG_OLD = re.compile(r"\[PG\s{0,4}(\d{1,9})\s{0,4}(?:\(([^()\]]{0,100})\)\s{0,4})?Rank\s{0,4}(\d{1,7})\s{0,4}\]")
@@ -401,6 +408,9 @@ _NCCL_WARN_TEXT = re.compile(r"WARN\s{1,4}([^\n]{0,160})")
 _DUP_GPU = re.compile(r"rank\s{0,4}(\d{1,7})\s{0,4}and\s{0,4}rank\s{0,4}(\d{1,7})\s{0,4}both\s{0,4}on\s{0,4}CUDA"
                       r"\s{0,4}device\s{0,4}(\w{1,20})")
 _CUDA_TEXT = re.compile(r"error\s{0,4}:\s{0,4}([^\n.]{1,120})")
+_DESYNC_AT = re.compile(r":\s{0,4}([A-Z_][A-Z0-9_]{0,40})\s{0,4},\s{0,4}#\s{0,4}(\d{1,20})")
+_LAST_BRACKET_RANKS = re.compile(r"\[\s{0,4}(\d{1,7}(?:\s{0,4},\s{0,4}\d{1,7}){0,512})\s{0,4}\]")
+_HASH_SEQ = re.compile(r"#\s{0,4}(\d{1,20})")
 _GLUED_SENTENCE = re.compile(r"(?<=[a-z])(?=[A-Z]{2})")
 _CUDA_FAILURE = re.compile(r"failure\s{0,4}(\d{0,6})\s{0,4}'([^'\n]{1,80})'")
 _UNUSED_RANK = re.compile(r"did\s{0,4}not\s{0,4}receive\s{0,4}grad\s{0,4}for\s{0,4}rank\s{0,4}(\d{1,7})")
@@ -482,6 +492,8 @@ class _State:
     spawn_rank: tuple[int, int] | None = None
     #: the next launcher rank block is the root cause
     root_cause_pending: bool = False
+    #: the last [rankN]: prefix seen at the start of a record: (rank, line)
+    prefix_rank: tuple[int, int] | None = None
 
 
 def _frame_op(state: _State, rank: int | None, line_no: int) -> str | None:
@@ -605,6 +617,25 @@ def _handle(name: str, head: str, body: str) -> _Fields | None:  # noqa: C901 - 
         return {"kind": EventKind.WATCHDOG_STUCK, "backend": Backend.NCCL,
                 "timeout_ms": int(sec.group(1)) * 1000 if sec else None,
                 "detail": "watchdog stuck (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC)"}
+    if name == "desync_timeout":
+        m = _search(_DESYNC_AT, body[:160])
+        own = _search(_LAST_BRACKET_RANKS, head[-40:])
+        return {"kind": EventKind.DESYNC_REPORT, "backend": Backend.NCCL,
+                "op_type": m.group(1) if m else None, "seq_num": _int(m.group(2)) if m else None,
+                "group_rank": int(own.group(1).split(",")[0]) if own else None,
+                "detail": "desync report: timed out collective"}
+    if name in ("desync_missing", "desync_joined", "desync_finished"):
+        ranks = None
+        for ranks in _LAST_BRACKET_RANKS.finditer(head[-300:]):
+            pass
+        named = tuple(int(x) for x in re.findall(r"\d{1,7}", ranks.group(1))) if ranks else ()
+        seq = _search(_HASH_SEQ, body[:120])
+        what = {"desync_missing": "never joined any collective",
+                "desync_joined": "joined but did not finish the collective",
+                "desync_finished": "finished the previous collective but did not join this one"}[name]
+        return {"kind": EventKind.DESYNC_REPORT, "backend": Backend.NCCL, "named_ranks": named,
+                "seq_num": _int(seq.group(1)) if seq else None,
+                "detail": f"desync report: rank(s) {', '.join(map(str, named)) or '?'} {what}"}
     if name == "heartbeat":
         meta = _search(_WORK_META, body[:200])
         return {"kind": EventKind.HEARTBEAT, "backend": Backend.NCCL,
@@ -837,10 +868,11 @@ def _events_in_record(record: Record, state: _State, events: list[Event]) -> Non
     ctx_rank = None
     if state.spawn_rank is not None and line_no <= state.spawn_rank[1]:
         ctx_rank = state.spawn_rank[0]
+    prefix = _RANK_PREFIX.search(text, 0, 300) if "[rank" in text[:300] else None
+    if prefix is not None:
+        state.prefix_rank = (int(prefix.group(1)), line_no)
     if "distributed" in text or "backward(" in text:
-        rank_match = _RANK_PREFIX.search(text[:300])
-        frame_rank = int(rank_match.group(1)) if rank_match else ctx_rank
-        _update_frames(state, text, frame_rank, line_no)
+        _update_frames(state, text, int(prefix.group(1)) if prefix else ctx_rank, line_no)
     matches = []
     if _may_match(text):
         for m in _ANCHOR_RE.finditer(text):
@@ -893,6 +925,9 @@ def _events_in_record(record: Record, state: _State, events: list[Event]) -> Non
         if fields["kind"] is EventKind.PROCESS_EXIT and state.root_cause_pending and name == "elastic_rank":
             fields["detail"] = "launcher: root cause (first observed failure)"
             state.root_cause_pending = False
+        if (fields["kind"] is EventKind.DESYNC_REPORT and head.rank is None and state.prefix_rank is not None
+                and line_no - state.prefix_rank[1] <= 12):
+            head = replace(head, rank=state.prefix_rank[0])  # continuation line of a multi-line LOG(ERROR)
         events.append(_make_event(fields, head, record, start, ctx_rank, state))
         if name == "spawn_process" and events[-1].rank is not None:
             state.spawn_rank = (events[-1].rank, events[-1].line_no + _CONTEXT_LINES)

@@ -1,7 +1,7 @@
 """Which ranks reported what: events frame -> matplotlib Figure (pure function, no display).
 
 One row per rank (y), log position (x, the line number), one marker per event coloured by kind.
-Ranks of the job that reported nothing are drawn as an empty, labelled row, so a silent rank
+Ranks of the job that reported no failure (``ranks_missing``) are drawn as a shaded row labelled "(missing)", so a silent rank
 stands out as clearly as a loud one; culprit ranks (from the top finding) get a highlighted label.
 
 Usage::
@@ -82,7 +82,7 @@ def plot_rank_events(
     for label in silent:
         ax.axhspan(position[label] - 0.4, position[label] + 0.4, color="#fdd", zorder=1, lw=0)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"{label} (silent)" if label in silent else label for label in rows])
+    ax.set_yticklabels([f"{label} (missing)" if label in silent else label for label in rows])
     for tick, label in zip(ax.get_yticklabels(), rows):
         if label in culprits:
             tick.set_color("#d62728")

@@ -12,6 +12,7 @@ Usage (in a notebook cell)::
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 from nccl_workbook.triage.report import TriageReport, triage_log
@@ -47,14 +48,17 @@ class TriagePanel:
 
     def run(self, data: bytes | str | None = None) -> TriageReport:
         """Triage ``data`` (default: the text box) and show the result in the output area."""
-        from IPython.display import HTML, display
+        from IPython.display import HTML, Image, display
 
         self.report = triage_log(self.text.value if data is None else data)
         self.output.clear_output()
         with self.output:
             display(HTML(self.report._repr_html_()))
             display(self.report.ranks_frame())
-            display(self.report.plot())
+            # a PNG, so the plot shows whatever matplotlib backend the kernel has (or none)
+            buffer = io.BytesIO()
+            self.report.plot().savefig(buffer, format="png", dpi=90)
+            display(Image(data=buffer.getvalue(), format="png"))
         return self.report
 
     def _ipython_display_(self) -> None:

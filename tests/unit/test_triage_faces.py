@@ -119,7 +119,7 @@ def test_plot_labels_ranks_and_marks_silent_and_culprit():
     assert ax.get_xlabel() == "line in the log" and ax.get_ylabel() == "rank"
     assert ax.get_title() == "Which ranks reported what"
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == ["0 (silent)", "1", "2", "3"]
+    assert labels == ["0 (missing)", "1", "2", "3"]
     assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"collective_timeout", "pg_status"}
 
 

@@ -443,3 +443,19 @@ def test_cuda_error_in_the_watchdog_thread():
 def test_other_python_exception_is_kept():
     (e,) = parsed("vllm_17098_pg_guid_cuda.log")
     assert e.kind is K.PYTHON_EXCEPTION and e.detail.startswith("RuntimeError: Triton Error [CUDA]")
+
+
+def test_hex_pg_guid_and_flight_recorder_stack_names_the_op():
+    t, status, stack = parsed("primerl_3186_hex_pg_guid_stack.log")
+    assert (t.rank, t.group_rank, t.op_type, t.numel_in) == (13, 1, "ALLTOALL_BASE", 195004416)
+    assert (status.pg_id, status.group_rank, status.last_enqueued, status.last_completed) == (3, 1, 1441, 1437)
+    assert stack.kind is K.FLIGHT_RECORDER and stack.detail == "stack trace of the failed collective"
+
+
+def test_reduce_on_many_ranks_wrapped_after_the_colon():
+    events = parsed("milabench_269_reduce_many_ranks.log")
+    timeouts = only(events, K.COLLECTIVE_TIMEOUT)
+    assert [e.rank for e in timeouts] == [14, 12, 11, 15]
+    assert {(e.op_type, e.seq_num, e.numel_in) for e in timeouts} == {("REDUCE", 2070, 1)}
+    (status,) = only(events, K.PG_STATUS)
+    assert (status.rank, status.pg_name, status.last_enqueued, status.last_completed) == (12, "default_pg", 2070, 2069)

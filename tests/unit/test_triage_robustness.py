@@ -131,7 +131,7 @@ def test_non_bytes_input_is_a_clear_type_error():
         (b"[PG ID 1 PG GUID 1 Rank " * 10 + b"\n") * 10_000,
         b"DataLoader worker (pid " * 100_000,
         bytes(range(256)) * 10_000,
-        b"\n" * 2_000_000,
+        b"\n" * 1_000_000,
         b"a" * 60 + b"\n" + b"b" * 60 + b"\n" * 1 + (b"c" * 60 + b"\n") * 40_000,  # a long wrapped record
     ],
     ids=["huge-line", "match-flood", "prefix-flood", "pg-flood", "dl-flood", "binary", "newlines", "wrap-chain"],
@@ -157,7 +157,7 @@ def test_time_grows_linearly():
             best = min(best, time.perf_counter() - start)
         return best
 
-    small, big = run(1_000), run(4_000)
+    small, big = run(400), run(1_600)
     assert big < small * 4 * 2.5 + 0.05, (small, big)
 
 
