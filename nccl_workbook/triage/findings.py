@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nccl_workbook.triage.events import Event, EventKind
-from nccl_workbook.triage.job import JobSummary, RankStatus, _fmt
+from nccl_workbook.triage.job import JobSummary, _fmt
 
 __all__ = [
     "SCENARIO_NOTEBOOKS",

@@ -1,8 +1,9 @@
 """Which ranks reported what: events frame -> matplotlib Figure (pure function, no display).
 
 One row per rank (y), log position (x, the line number), one marker per event coloured by kind.
-Ranks of the job that reported no failure (``ranks_missing``) are drawn as a shaded row labelled "(missing)", so a silent rank
-stands out as clearly as a loud one; culprit ranks (from the top finding) get a highlighted label.
+Ranks of the job that reported no failure (``ranks_missing``) are drawn as a shaded row labelled
+"(missing)", so a silent rank stands out as clearly as a loud one; culprit ranks (from the top
+finding) get a red, bold label.
 
 Usage::
 

@@ -35,7 +35,7 @@ class TriageReport:
     events: tuple[Event, ...]
     summary: JobSummary
     findings: tuple[Finding, ...]
-    #: bytes read (after nothing: the size of the input as given)
+    #: size of the input in bytes (text input counted as UTF-8)
     n_bytes: int
     #: True when the event cap was reached and later events were not read
     truncated: bool = False
@@ -97,7 +97,7 @@ def triage_log(data: bytes | bytearray | memoryview | str) -> TriageReport:
         events=tuple(events),
         summary=summary,
         findings=tuple(findings),
-        n_bytes=len(data),
+        n_bytes=len(data.encode("utf-8", errors="replace")) if isinstance(data, str) else len(data),
         truncated=len(events) >= MAX_EVENTS,
     )
 
