@@ -139,7 +139,9 @@ def trace_frame(rows: Sequence[TraceRow | tuple], *, offsets_ns: dict[int, int] 
     lead over the client's), for traces from several hosts.
     """
     tuples = [tuple(r.__dict__.values()) if isinstance(r, TraceRow) else tuple(r) for r in rows]
-    df = pd.DataFrame(tuples, columns=list(COLUMNS)) if tuples else pd.DataFrame(columns=list(COLUMNS))
+    # object first: a column of ints with None would otherwise go through float64 and lose the last
+    # digits of nanosecond wall-clock times (they round to 256 ns)
+    df = pd.DataFrame(tuples, columns=list(COLUMNS), dtype=object) if tuples else pd.DataFrame(columns=list(COLUMNS))
     df = df.astype(COLUMNS)
     if offsets_ns:
         shift = df["rank"].map(lambda r: offsets_ns.get(int(r), 0)).astype("Int64")
