@@ -4,6 +4,7 @@ Subcommands::
 
     nccl-workbook scenarios                         # ids with a one-line symptom
     nccl-workbook run ID [--variant NAME|all] [--world-size N] [--timeout S] [--out DIR] [--json]
+    nccl-workbook check [--world-size N] [--sweep]  # health check (+ bandwidth sweep) of a local cluster
     nccl-workbook lab [--no-browser] [--port N]     # JupyterLab on the workbook's notebooks
     nccl-workbook triage [FILE|-] [--json]          # read a failed job's log
     nccl-workbook doctor [--json]                   # check settings for known-bad/no-op values
@@ -152,6 +153,45 @@ def _write_outputs(out: Path, results: list) -> None:  # noqa: ANN001
     print(f"wrote trace, results and plots to {out}/", file=sys.stderr)
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    from nccl_workbook import health
+    from nccl_workbook.cluster import ClusterError, RankCluster
+    from nccl_workbook.runner import validate_run_args
+
+    try:
+        validate_run_args(args.world_size, None, max_local_ranks())
+        sizes = health.default_sizes(args.max_size)
+        if not sizes:
+            raise ValueError(f"--max-size must be at least 4 bytes, got {args.max_size}")
+    except ValueError as e:
+        return _fail(str(e))
+    out: dict[str, object] = {}
+    try:
+        with RankCluster(n_ranks=args.world_size, backend=args.backend) as cluster:
+            print(f"cluster of {args.world_size} ranks ready in {cluster.start_s:.1f} s", file=sys.stderr, flush=True)
+            report = health.check(cluster, timeout_s=args.timeout)
+            out["health"] = {"ok": report.ok, "failed_ranks": list(report.failed_ranks), "wall_s": round(report.wall_s, 3),
+                             "ranks": report.frame().reset_index().to_dict("records")}
+            if not args.json:
+                print(report.summary())
+                print(report.frame().drop(columns=["error"]).to_string())
+            if args.sweep and report.ok:
+                print("sweeping message sizes…", file=sys.stderr, flush=True)
+                result = health.sweep(cluster, sizes=sizes)
+                out["sweep"] = {"host_copy_gbps": result.host_copy_gbps, "rows": result.frame.to_dict("records")}
+                if not args.json:
+                    print(f"\nhost memory copy: {result.host_copy_gbps:.2f} GB/s ({result.backend}, {result.world_size} ranks)")
+                    for op, g in result.frame.groupby("op", sort=False):
+                        print(f"\n{op}\n{'bytes':>10} {'time(us)':>11} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}")
+                        for _, r in g.iterrows():
+                            print(f"{int(r['bytes']):>10} {r['time_us']:>11.1f} {r['algbw_gbps']:>12.4f} {r['busbw_gbps']:>12.4f}")
+    except (ClusterError, RuntimeError) as e:
+        return _fail(str(e))
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+    return 0 if out["health"]["ok"] else 1  # type: ignore[index]
+
+
 def _cmd_lab(args: argparse.Namespace) -> int:
     notebooks = Path(args.notebook_dir) if args.notebook_dir else _notebooks_dir()
     if notebooks is None or not notebooks.is_dir():
@@ -191,6 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print a JSON list, one object per variant")
     r.add_argument("--quiet", action="store_true", help="no progress on stderr")
     r.set_defaults(func=_cmd_run)
+
+    c = sub.add_parser("check", help="health check of a local cluster, optionally a bandwidth sweep")
+    c.add_argument("--world-size", type=int, default=4)
+    c.add_argument("--timeout", type=float, default=5.0, help="group timeout for the check (s)")
+    c.add_argument("--sweep", action="store_true", help="also sweep all_reduce/all_gather/reduce_scatter/broadcast sizes")
+    c.add_argument("--max-size", type=int, default=64 * 2**20, help="largest message of the sweep in bytes (default 64 MiB)")
+    c.add_argument("--backend", default="gloo", choices=["gloo", "nccl", "auto"])
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=_cmd_check)
 
     lab = sub.add_parser("lab", help="open the workbook in JupyterLab")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser; print the URL")

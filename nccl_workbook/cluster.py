@@ -272,13 +272,14 @@ class RankCluster:
             from nccl_workbook._reaper import kill_cluster_processes, remove_cluster_files
 
             cluster = self._ipp_cluster
+            # silence ipyparallel's dump of the killed processes' logs into the notebook (it logs
+            # them as warnings from its wait threads as soon as the processes exit)
+            cluster.log.setLevel(logging.CRITICAL)
             try:
                 kill_cluster_processes(cluster.cluster_id, cluster.profile_dir)
             finally:
                 try:
-                    # processes are gone: this only lets ipyparallel tidy its state and files;
-                    # silence its dump of the killed processes' logs into the notebook
-                    cluster.log.setLevel(logging.CRITICAL)
+                    # processes are gone: this only lets ipyparallel tidy its state and files
                     cluster.stop_cluster_sync()
                 except Exception:  # noqa: BLE001
                     pass
@@ -438,6 +439,7 @@ class RankCluster:
         progress: Progress | None = None,
         flight_recorder: bool = False,
         live: bool = True,
+        trace: bool = True,
         min_wait_s: float = 1.0,
         on_hang: Callable[[HangReport], None] | None = None,
     ) -> ClusterRun:
@@ -473,7 +475,7 @@ class RankCluster:
                 rank=r, world_size=ws, local_rank=local_ranks[r], backend=backend,
                 init_method=f"tcp://{addr}:{port}", pg_timeout_s=float(pg_timeout_s),
                 program=program, params=params, debug_level=debug_level, flight_recorder=flight_recorder,
-                progress=(hub.host, hub.port, run_id) if hub is not None else None,
+                progress=(hub.host, hub.port, run_id) if hub is not None else None, trace=trace,
             )
             for r in range(ws)
         ]

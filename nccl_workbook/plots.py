@@ -7,19 +7,32 @@
   collective (ms, log scale), broken next to each fix.
 
 Both take the frame from :func:`nccl_workbook.runner.combined_trace` (a ``variant`` column plus
-``t_enqueue_rel_ns``/``t_end_rel_ns``) and return a :class:`matplotlib.figure.Figure`.
+``t_enqueue_rel_ns``/``t_end_rel_ns``) and return a :class:`Figure` (a matplotlib Figure that
+renders itself as a PNG in Jupyter).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import io
+
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure as _MplFigure
 from matplotlib.patches import Patch
 
-__all__ = ["timeline", "step_and_collective_times", "STATUS_COLOURS"]
+
+class Figure(_MplFigure):
+    """A matplotlib Figure that shows itself in Jupyter as a PNG, with or without pyplot or
+    ``%matplotlib inline`` (a bare Figure in a fresh kernel would only print its repr)."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=90)
+        return buf.getvalue()
+
+__all__ = ["timeline", "step_and_collective_times", "bandwidth", "STATUS_COLOURS"]
 
 STATUS_COLOURS = {
     "ok": "#90a4ae",          # collective that completed: grey-blue
@@ -127,6 +140,36 @@ def step_and_collective_times(df: pd.DataFrame, *, order: Sequence[str] | None =
     ax1.set_title("step time per rank", loc="left", fontsize=10)
     ax2.set_title("collective latency per rank (waiting included)", loc="left", fontsize=10)
     ax2.legend(fontsize=8, title="variant", title_fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def bandwidth(df: pd.DataFrame, *, host_copy_gbps: float | None = None, title: str | None = None) -> Figure:
+    """The bandwidth sweep (``nccl_workbook.health.sweep(...).frame``): bus bandwidth (GB/s) and
+    time per call (µs) against message size, one line per op, both log-log; the host's measured
+    memory-copy bandwidth as a dashed line, the ceiling on one machine."""
+    if len(df) == 0:
+        raise ValueError("empty sweep: nothing to plot")
+    fig = Figure(figsize=(11, 3.8), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    for op, g in df.groupby("op", sort=False):
+        g = g.sort_values("bytes")
+        ax1.plot(g["bytes"], g["busbw_gbps"], marker="o", markersize=3, label=op)
+        ax2.plot(g["bytes"], g["time_us"], marker="o", markersize=3, label=op)
+    if host_copy_gbps:
+        ax1.axhline(host_copy_gbps, color="black", linestyle="--", linewidth=1)
+        ax1.text(df["bytes"].min(), host_copy_gbps * 1.15, f"host memory copy {host_copy_gbps:.2f} GB/s", fontsize=8)
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.grid(alpha=0.3, which="both")
+    ax1.set_ylabel("bus bandwidth (GB/s)")
+    ax2.set_ylabel("time per call (µs)")
+    ax1.set_title("bus bandwidth (nccl-tests busbw)", loc="left", fontsize=10)
+    ax2.set_title("latency", loc="left", fontsize=10)
+    ax2.legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
