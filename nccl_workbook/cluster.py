@@ -388,7 +388,7 @@ class RankCluster:
             self._setup_engines(sorted(set(self._client.ids) - before))
             notes.append(f"started {missing} replacement engine(s) in {time.perf_counter() - t0:.1f} s")
         for n in notes:
-            log.warning(n)
+            log.info(n)
         return notes
 
     def _kill_engine(self, eid: int, why: str, *, wait_s: float = 20.0) -> str:
@@ -540,7 +540,7 @@ class RankCluster:
         if found is None:
             return None
         found = HangReport(**{**found.__dict__, "stacks": hub.request_stacks(run_id, ws)})
-        log.warning("suspected hang: %s", found.message)
+        log.info("suspected hang: %s", found.message)
         if on_hang is not None:
             on_hang(found)
         return found

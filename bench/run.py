@@ -1,0 +1,152 @@
+"""The workbook's benchmark table: one markdown table, measured in one run on the machine at hand.
+
+    python bench/run.py [--repeats 3] [--skip-nbval] [--scenarios all|ID,ID]
+
+Rows (each a median over repeats unless it says otherwise):
+
+- cluster cold start to ready (engines up, torch imported, first group warmed), 2 and 4 ranks;
+- warm re-run overhead: wall time of a run on a started cluster minus the time the ranks spent in
+  the program (group init + program + destroy are inside; dispatch and collection are the rest);
+- tracer overhead: DDP step time traced / untraced on 4 ranks (ratio), and µs per traced collective;
+- live progress publishing: DDP step time with / without it (ratio);
+- wall time of every scenario variant (for broken runs: the overhead above the group timeout);
+- live detection latency (rank0-work-before-barrier, 10 s timeout, rank 0 six seconds late);
+- nbval over all notebooks (once: it is minutes).
+
+Targets (issue 6) on a 2-core machine: tracer overhead < 3 % of step time, 4-rank cold start
+< 12 s, warm re-run overhead < 1 s, whole nbval run < 5 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.programs import ddp_steps, noop  # noqa: E402
+from nccl_workbook.cluster import RankCluster  # noqa: E402
+from nccl_workbook.runner import run_scenario  # noqa: E402
+from nccl_workbook.scenarios import SCENARIOS, get_scenario  # noqa: E402
+
+ROWS: list[tuple[str, str, str]] = []
+
+
+def row(what: str, value: str, target: str = "") -> None:
+    ROWS.append((what, value, target))
+    print(f"  {what}: {value}", file=sys.stderr, flush=True)
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def bench_cold_start(repeats: int) -> None:
+    for n in (2, 4):
+        times = []
+        for _ in range(repeats):
+            c = RankCluster(n_ranks=n)
+            t0 = time.perf_counter()
+            c.start()
+            times.append(time.perf_counter() - t0)
+            c.stop()
+        row(f"cluster cold start to ready, {n} ranks", f"{med(times):.1f} s (min {min(times):.1f}, max {max(times):.1f})",
+            "< 12 s" if n == 4 else "")
+
+
+def bench_warm(cluster: RankCluster, repeats: int) -> None:
+    overhead = []
+    for _ in range(max(5, repeats)):
+        run = cluster.run(noop, None, pg_timeout_s=5, live=False)
+        inside = max((r.t_end_ns - r.t_begin_ns) / 1e9 for r in run.reports)
+        overhead.append(run.wall_s)
+        _ = inside
+    row("warm re-run on a started cluster (whole run of an empty program: health ping, rendezvous, "
+        "group init + destroy, collection)", f"{med(overhead) * 1e3:.0f} ms", "< 1 s")
+
+
+def bench_tracer(cluster: RankCluster, repeats: int) -> None:
+    ratios, live_ratios, per_coll = [], [], []
+    for _ in range(repeats):
+        plain = cluster.run(ddp_steps, (60, False), pg_timeout_s=10, live=False, trace=False)
+        traced = cluster.run(ddp_steps, (60, True), pg_timeout_s=10, live=False, trace=True)
+        live = cluster.run(ddp_steps, (60, True), pg_timeout_s=10, live=True, trace=True)
+        p = med([float(r.metrics["step_ms"]) for r in plain.reports])
+        t = med([float(r.metrics["step_ms"]) for r in traced.reports])
+        lv = med([float(r.metrics["step_ms"]) for r in live.reports])
+        ratios.append(t / p)
+        live_ratios.append(lv / t)
+        per_coll.append((t - p) * 1e3 / max(1.0, float(traced.reports[0].metrics["colls_per_step"])))
+    row("tracer: DDP step time traced / untraced (4 ranks, 3-layer MLP, 1 bucket)",
+        f"{med(ratios):.3f} (step {p:.1f} ms; ≈{med(per_coll):+.0f} µs per traced collective)", "< 1.03")
+    row("live progress publishing: step time with / without", f"{med(live_ratios):.3f}", "")
+
+
+def bench_scenarios(cluster: RankCluster, ids: list[str]) -> None:
+    for sid in ids:
+        s = get_scenario(sid)
+        for v in s.variant_names:
+            r = run_scenario(cluster, sid, v)
+            extra = f" ({r.wall_s - r.pg_timeout_s:+.1f} s over the {r.pg_timeout_s:g} s timeout)" if not r.ok else ""
+            row(f"scenario {sid} [{v}]", f"{r.wall_s:.1f} s, {r.outcome.value}{extra}")
+
+
+def bench_detection(cluster: RankCluster, repeats: int) -> None:
+    lat = []
+    for _ in range(repeats):
+        r = run_scenario(cluster, "rank0-work-before-barrier", "broken", timeout_s=10.0, seconds_per_sample=0.75)
+        if r.hang is not None:
+            lat.append(r.hang.detected_after_s)
+    value = f"{med(lat):.2f} s after the others start waiting (timeout 10 s, rank 0 six seconds late)" if lat else "not detected"
+    row("live detection latency", value, "< 3 s")
+
+
+def bench_nbval() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NCCL_WORKBOOK_SHARED_CLUSTER"}
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "notebooks", "--nbval-lax", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
+         "-q", "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, env=env,
+    )
+    wall = time.perf_counter() - t0
+    tail = (proc.stdout.strip().splitlines() or ["?"])[-1]
+    row("nbval over all notebooks (one shared cluster)", f"{wall:.0f} s ({tail})", "< 300 s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--skip-nbval", action="store_true")
+    ap.add_argument("--skip-cold", action="store_true")
+    ap.add_argument("--scenarios", default="all", help="'all', 'none' or comma-separated ids")
+    args = ap.parse_args()
+    os.environ.pop("NCCL_WORKBOOK_SHARED_CLUSTER", None)
+    ids = list(SCENARIOS) if args.scenarios == "all" else [] if args.scenarios == "none" else args.scenarios.split(",")
+    t0 = time.perf_counter()
+    if not args.skip_cold:
+        bench_cold_start(args.repeats)
+    with RankCluster(n_ranks=4) as cluster:
+        bench_warm(cluster, args.repeats)
+        bench_tracer(cluster, args.repeats)
+        bench_detection(cluster, args.repeats)
+        bench_scenarios(cluster, ids)
+    if not args.skip_nbval:
+        bench_nbval()
+    load = os.getloadavg()
+    print(f"\nMachine: {platform.node()}, {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
+          f"load average at the end {load[0]:.1f}; bench took {time.perf_counter() - t0:.0f} s; repeats={args.repeats}\n")
+    print("| what | measured | target |")
+    print("|---|---|---|")
+    for what, value, target in ROWS:
+        print(f"| {what} | {value} | {target} |")
+
+
+if __name__ == "__main__":
+    main()
