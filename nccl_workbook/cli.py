@@ -131,6 +131,8 @@ def _print_summary(results: list) -> None:  # noqa: ANN001
         if not r.ok and r.diagnosis is not None:
             agree = "agrees with" if r.diagnosis_agrees else "DIFFERS from"
             print(f"  diagnosis: {r.diagnosis.message} ({agree} the scenario's ground truth {list(r.expected_culprits)})")
+        if r.hang is not None:
+            print(f"  {r.detection_line()}")
         for p in r.per_rank:
             err = f"  {p.error[:110]}" if p.error else ""
             med = f"{p.step_time_median_s * 1e3:.1f} ms" if p.step_time_median_s is not None else "-"
@@ -251,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     # triage/doctor subcommands are registered here
     from nccl_workbook.triage.commands import add_parsers as _add_triage_parsers
     _add_triage_parsers(sub)
+    from nccl_workbook.flight.commands import add_parsers as _add_flight_parsers
+    _add_flight_parsers(sub)
     return p
 
 

@@ -242,6 +242,17 @@ class RunResult:
         d["live"] = None if self.hang is None else self.hang.to_json()
         return d
 
+    def detection_line(self) -> str:
+        """The live detection next to what the timeout needed, in one line."""
+        live = self.live_hang
+        if live is None:
+            if self.hang is not None:
+                return (f"live: ranks {list(self.hang.waiting_ranks)} waited for rank(s) {list(self.hang.culprit_ranks)} "
+                        f"in {self.hang.op} (named after {self.hang.detected_after_s:.1f} s), then it completed")
+            return "live: no rank waited long enough to suspect a hang"
+        return (f"live: named rank(s) {list(live.culprit_ranks)} in {live.op} {live.detected_after_s:.1f} s after the "
+                f"others started waiting; the {self.pg_timeout_s:g} s timeout needed {self.pg_timeout_s / max(live.detected_after_s, 1e-9):.1f}x longer")
+
     def ranks_frame(self) -> pd.DataFrame:
         """One row per rank: status, steps, median step time (ms), seconds it ran, error."""
         import pandas as pd
