@@ -183,6 +183,9 @@ class RankCluster:
             engine_timeout=int(self.engine_timeout_s),
             log_level=logging.WARNING,
             load_profile=False,
+            # schedulers as threads of one controller process instead of ~8 processes: less to
+            # start on a small machine (measured in bench/run.py)
+            controller_args=["--usethreads"],
         )
         self._owned = True
         self._start_reaper(cluster_id, str(profile_dir))
