@@ -5,6 +5,7 @@ Subcommands::
     nccl-workbook scenarios                         # ids with a one-line symptom
     nccl-workbook run ID [--variant NAME|all] [--world-size N] [--timeout S] [--out DIR] [--json]
     nccl-workbook check [--world-size N] [--sweep]  # health check (+ bandwidth sweep) of a local cluster
+    nccl-workbook stacks [--native]                 # py-spy stacks of every local engine, e.g. during a hang
     nccl-workbook lab [--no-browser] [--port N]     # JupyterLab on the workbook's notebooks
     nccl-workbook triage [FILE|-] [--json]          # read a failed job's log
     nccl-workbook doctor [--json]                   # check settings for known-bad/no-op values
@@ -194,6 +195,26 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0 if out["health"]["ok"] else 1  # type: ignore[index]
 
 
+def _cmd_stacks(args: argparse.Namespace) -> int:
+    """Every local engine's stack, from outside (py-spy): use it from a second terminal while a
+    notebook's run seems stuck."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nccl_workbook.live import local_engine_pids, py_spy_dump
+
+    clusters = local_engine_pids()
+    if not clusters:
+        print("no workbook engines are running on this host", file=sys.stderr)
+        return 1
+    for cid, pids in clusters.items():
+        print(f"== cluster {cid}: engine pids {pids}")
+        with ThreadPoolExecutor(max_workers=len(pids)) as pool:
+            dumps = list(pool.map(lambda pid: py_spy_dump(pid, native=args.native), pids))
+        for pid, text in zip(pids, dumps):
+            print(f"-- pid {pid}\n{text.rstrip()}\n")
+    return 0
+
+
 def _cmd_lab(args: argparse.Namespace) -> int:
     notebooks = Path(args.notebook_dir) if args.notebook_dir else _notebooks_dir()
     if notebooks is None or not notebooks.is_dir():
@@ -242,6 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--backend", default="gloo", choices=["gloo", "nccl", "auto"])
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_cmd_check)
+
+    st = sub.add_parser("stacks", help="py-spy dump of every local workbook engine (from a second terminal)")
+    st.add_argument("--native", action="store_true", help="include C/C++ frames (gloo, NCCL)")
+    st.set_defaults(func=_cmd_stacks)
 
     lab = sub.add_parser("lab", help="open the workbook in JupyterLab")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser; print the URL")

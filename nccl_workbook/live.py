@@ -49,6 +49,7 @@ __all__ = [
     "ProgressPublisher",
     "detect_hang",
     "py_spy_dump",
+    "local_engine_pids",
     "short_paths",
     "stacks_html",
 ]
@@ -354,6 +355,28 @@ def stacks_html(stacks: dict[int, str], *, last_lines: int = 12, where: dict[int
         cols.append(f"<td style='vertical-align:top;text-align:left'>{head}<pre style='font-size:10px'>"
                     f"{html.escape(chr(10).join(lines))}</pre></td>")
     return f"<table><tr>{''.join(cols)}</tr></table>"
+
+
+def local_engine_pids(profile_dir: str | None = None) -> dict[str, list[int]]:
+    """cluster id -> pids of the ipyparallel engines on this host started under the workbook's
+    state folder (or ``profile_dir``), found from their environment."""
+    import psutil
+
+    from nccl_workbook.cluster import state_dir
+
+    base = profile_dir or str(state_dir())
+    found: dict[str, list[int]] = {}
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+            if "ipyparallel.engine" not in cmd or "nanny" in cmd:
+                continue
+            env = p.environ()
+        except (psutil.Error, OSError):
+            continue
+        if env.get("IPP_PROFILE_DIR", "").startswith(base):
+            found.setdefault(env.get("IPP_CLUSTER_ID", "?"), []).append(p.pid)
+    return {k: sorted(v) for k, v in found.items()}
 
 
 def py_spy_dump(pid: int, *, timeout_s: float = 10.0, native: bool = False) -> str:

@@ -27,3 +27,17 @@ def test_broken_run_json_carries_the_live_detection(cluster: RankCluster) -> Non
     assert 0 < d["detected_after_s"] < r.pg_timeout_s
     assert set(d["stacks"]) == {"0", "1", "2", "3"}
     assert "paced" in d["stacks"]["0"] or "generate_sample" in d["stacks"]["0"]
+
+
+def test_stacks_on_demand_from_outside(cluster: RankCluster) -> None:
+    import subprocess
+    import sys
+
+    from nccl_workbook.live import local_engine_pids
+
+    pids = [pid for ps in local_engine_pids().values() for pid in ps]
+    assert {info.pid for info in cluster.engines.values()} <= set(pids)
+    out = subprocess.run([sys.executable, "-m", "nccl_workbook.cli", "stacks"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("-- pid ") >= 4
+    assert "MainThread" in out.stdout or "py-spy failed" in out.stdout  # py-spy needs ptrace rights
