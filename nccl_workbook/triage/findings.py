@@ -37,15 +37,15 @@ __all__ = [
 #: scenario id -> notebook file name (in ``notebooks/``). The one mapping triage uses.
 SCENARIO_NOTEBOOKS: dict[str, str] = {
     "rank0-work-before-barrier": "01_rank0_work_before_barrier.ipynb",
-    "slow-metrics-on-rank0": "02_slow-metrics-on-rank0.ipynb",
-    "exception-on-one-rank": "03_exception-on-one-rank.ipynb",
-    "dataloader-stall": "04_dataloader-stall.ipynb",
-    "fd-exhaustion": "05_fd-exhaustion.ipynb",
-    "uneven-eval-allgather": "06_uneven-eval-allgather.ipynb",
-    "unused-parameters": "07_unused-parameters.ipynb",
-    "collective-mismatch": "08_collective-mismatch.ipynb",
-    "slow-rank-dynamic-shapes": "09_slow-rank-dynamic-shapes.ipynb",
-    "timeout-settings": "10_timeout-settings.ipynb",
+    "slow-metrics-on-rank0": "02_slow_metrics_on_rank0.ipynb",
+    "exception-on-one-rank": "03_exception_on_one_rank.ipynb",
+    "dataloader-stall": "04_dataloader_stall.ipynb",
+    "fd-exhaustion": "05_fd_exhaustion.ipynb",
+    "uneven-eval-allgather": "06_uneven_eval_allgather.ipynb",
+    "unused-parameters": "07_unused_parameters.ipynb",
+    "collective-mismatch": "08_collective_mismatch.ipynb",
+    "slow-rank-dynamic-shapes": "09_slow_rank_dynamic_shapes.ipynb",
+    "timeout-settings": "10_timeout_settings.ipynb",
 }
 
 

@@ -77,3 +77,14 @@ def test_fixes_on_a_one_rank_group() -> None:
             fixes.new_side_group(timeout_s=0)
     finally:
         dist.destroy_process_group()
+
+
+def test_triage_points_at_the_registered_notebooks() -> None:
+    from pathlib import Path
+
+    from nccl_workbook.triage.findings import SCENARIO_NOTEBOOKS
+
+    root = Path(__file__).resolve().parents[2]
+    for sid, s in SCENARIOS.items():
+        assert SCENARIO_NOTEBOOKS[sid] == s.notebook
+        assert (root / "notebooks" / s.notebook).exists(), s.notebook
