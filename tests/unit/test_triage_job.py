@@ -55,10 +55,10 @@ def job(*lines: str) -> str:
 def test_scenario_notebook_mapping_is_complete_and_stable():
     assert SCENARIO_NOTEBOOKS["rank0-work-before-barrier"] == "01_rank0_work_before_barrier.ipynb"  # as written
     assert [name[:2] for name in SCENARIO_NOTEBOOKS.values()] == [f"{i:02d}" for i in range(1, 11)]
-    assert all(name == f"{name[:2]}_{sid}.ipynb" for sid, name in SCENARIO_NOTEBOOKS.items() if name[:2] != "01")
+    assert all(name == f"{name[:2]}_{sid.replace('-', '_')}.ipynb" for sid, name in SCENARIO_NOTEBOOKS.items())
     notebooks = Path(__file__).resolve().parents[2] / "notebooks"
     assert (notebooks / SCENARIO_NOTEBOOKS["rank0-work-before-barrier"]).exists()
-    assert notebook_for("timeout-settings") == "10_timeout-settings.ipynb"
+    assert notebook_for("timeout-settings") == "10_timeout_settings.ipynb"
     with pytest.raises(KeyError, match="Unknown scenario 'nope'; known: rank0-work-before-barrier"):
         notebook_for("nope")
 
