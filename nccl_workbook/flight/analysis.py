@@ -464,6 +464,11 @@ class FlightReport:
             lines.append(f"  - {e}")
         return "\n".join(lines) + "\n"
 
+    def __repr__(self) -> str:
+        d = self.diagnosis
+        return (f"<FlightReport(source={self.source!r}, torch={self.analyzer.status.value}, "
+                f"workbook={d.verdict.value} culprits={list(d.culprit_ranks)} op={d.failed_op})>")
+
     def _repr_html_(self) -> str:
         return "<pre>" + html.escape(self.render()) + "</pre>"
 

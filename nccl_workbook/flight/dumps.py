@@ -341,6 +341,10 @@ class FlightDump:
     def backends(self) -> tuple[str, ...]:
         return tuple(sorted({e.backend for e in self.entries}))
 
+    def __repr__(self) -> str:
+        return (f"<FlightDump(rank={self.rank}, version={self.version!r}, backends={list(self.backends)}, "
+                f"entries={len(self.entries)}, source={self.source!r})>")
+
 
 def _src(source: str | None) -> str:
     return f" ({source})" if source else ""
@@ -409,6 +413,11 @@ class FlightDumps:
 
     def __getitem__(self, rank: int) -> FlightDump:
         return self.by_rank[rank]
+
+    def __repr__(self) -> str:
+        n = sum(len(d.entries) for d in self.by_rank.values())
+        return (f"<FlightDumps(source={self.source!r}, backend={self.backend!r}, ranks={list(self.ranks)} of "
+                f"{self.world_size}, entries={n}, notes={len(self.notes)})>")
 
     def __len__(self) -> int:
         return len(self.by_rank)
