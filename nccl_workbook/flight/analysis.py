@@ -78,7 +78,6 @@ class _Op:
     state: EntryState
     backend: str
     timeout_ms: int | None
-    default_pg: bool
 
 
 def _ops(dumps: FlightDumps) -> list[_Op]:
@@ -93,14 +92,17 @@ def _ops(dumps: FlightDumps) -> list[_Op]:
                 groups.append([e])
         for g in groups:
             first, last = g[0], g[-1]
-            members = [e for e in g if e.op not in {"COALESCED"}] or g
+            marker = len(g) > 1 and last.op.endswith("COALESCED")  # the entry that closes a coalesced group
+            members = g[:-1] if marker else g
+            kinds = {e.op for e in members}
+            name = last.op if marker and last.op != "COALESCED" else kinds.pop() if len(kinds) == 1 else "COALESCED"
             numels = [e.numel for e in members]
             nbytes = [e.nbytes for e in members]
             ops.append(_Op(
                 rank=r,
                 pg=f"{first.pg_name}:p2p" if first.is_p2p else first.pg_name,
                 seq=first.seq,
-                name=members[0].op if len(g) == 1 or len({e.op for e in members}) == 1 else "COALESCED",
+                name=name,
                 numel=None if any(n is None for n in numels) else sum(numels),  # type: ignore[arg-type]
                 nbytes=None if any(n is None for n in nbytes) else sum(nbytes),  # type: ignore[arg-type]
                 created_ns=first.time_created_ns,
@@ -109,7 +111,6 @@ def _ops(dumps: FlightDumps) -> list[_Op]:
                 state=last.state,
                 backend=first.backend,
                 timeout_ms=last.timeout_ms,
-                default_pg=first.pg_desc == "default_pg",
             ))
     return ops
 
@@ -361,6 +362,10 @@ def run_torch_analyzer(dumps: FlightDumps | str | os.PathLike[str], *, allow_inc
     result: dict[str, AnalyzerVerdict] = {}
 
     def work() -> None:
+        with _analyzer_lock:  # one analysis at a time (it swaps a process-wide logger's handlers)
+            analyse()
+
+    def analyse() -> None:
         from torch.distributed.flight_recorder.components.fr_logger import FlightRecorderLogger
 
         FlightRecorderLogger()  # its one-time handler setup happens before we swap the handlers
@@ -402,11 +407,10 @@ def run_torch_analyzer(dumps: FlightDumps | str | os.PathLike[str], *, allow_inc
                 os.environ.pop("FR_TRACE_VERBOSE_OUTPUT", None)
             logger.handlers, logger.level, logger.propagate = saved[0], saved[1], saved[2]
 
-    with _analyzer_lock:
-        t = threading.Thread(target=work, name="torch-fr-analyzer", daemon=True)
-        t.start()
-        t.join(timeout_s)
-    if t.is_alive():
+    t = threading.Thread(target=work, name="torch-fr-analyzer", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():  # it goes on in the background; a later call waits for it to finish
         return AnalyzerVerdict(AnalyzerStatus.TIMED_OUT, error=f"no verdict after {timeout_s:g} s")
     return result["v"]
 

@@ -73,7 +73,7 @@ FR_FILE_PREFIX = "comm_lib_trace_rank_"
 #: the settings that make a real NCCL job write these dumps (torch 2.13 names; see
 #: ``FlightRecorder.hpp`` and ``ProcessGroupNCCL.hpp``); set them before ``init_process_group``
 FR_ENV_VARS: dict[str, str] = {
-    "TORCH_FR_BUFFER_SIZE": "entries kept per process (older name TORCH_NCCL_TRACE_BUFFER_SIZE; 0 disables)",
+    "TORCH_FR_BUFFER_SIZE": "entries kept per process, default 2000 (older name TORCH_NCCL_TRACE_BUFFER_SIZE; 0 disables)",
     "TORCH_NCCL_DUMP_ON_TIMEOUT": "1: write the dump when a collective times out (all ranks, via the store)",
     "TORCH_NCCL_ENABLE_MONITORING": "1: the heartbeat monitor thread that writes the dump must run",
     "TORCH_FR_DUMP_TEMP_FILE": "file prefix, rank appended (older name TORCH_NCCL_DEBUG_INFO_TEMP_FILE)",

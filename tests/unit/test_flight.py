@@ -260,6 +260,34 @@ def test_torch_analyzer_reads_a_folder_like_torchfrtrace_and_keeps_gc_on(tmp_pat
     assert partial.collectives_matched == 0 and "could not decide" in partial.summary  # no rank-3 half for any
 
 
+def test_fixed_gloo_files_work_with_the_real_torchfrtrace_command(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    dumps = dumps_of(fac.rank0_late_job("gloo", late_rank=1, timeout_ms=3000))
+    write_dumps(dumps, tmp_path / "raw")
+    write_dumps(fix_for_torch(dumps), tmp_path / "fixed")
+    cmd = [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace"]
+    raw = subprocess.run([*cmd, str(tmp_path / "raw")], capture_output=True, text=True, timeout=300)
+    assert raw.returncode != 0 and "KeyError: ('0'," in raw.stderr
+    ok = subprocess.run([*cmd, str(tmp_path / "fixed")], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0 and "missing ranks: {1}" in ok.stdout + ok.stderr
+
+
+def test_torch_analyzer_time_limit_and_exit_are_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import time
+
+    from torch.distributed.flight_recorder.components import builder
+
+    monkeypatch.setattr(builder, "build_db", lambda *a, **k: time.sleep(1.0))
+    v = run_torch_analyzer(dumps_of(fac.healthy_job()), timeout_s=0.1)
+    assert v.status is AnalyzerStatus.TIMED_OUT and "0.1 s" in v.summary
+    monkeypatch.setattr(builder, "build_db", lambda *a, **k: sys.exit(3))
+    v = run_torch_analyzer(dumps_of(fac.healthy_job()))
+    assert v.status is AnalyzerStatus.CRASHED and v.error == "SystemExit(3)"
+
+
 # -- trace frame, statuses, diagnosis ------------------------------------------------------------
 
 
@@ -291,6 +319,10 @@ def test_coalesced_group_is_one_row_and_p2p_has_its_own_group() -> None:
     assert df[df["rank"] == 0]["seq"].tolist() == [1, 2]
     first = df[(df["rank"] == 0) & (df["seq"] == 1)].iloc[0]
     assert first["name"] == "ALLREDUCE" and first["numel"] == 6 + 25 and first["status"] == "ok"
+    ag = {r: fac.dump([*[fac.entry(i, 1, "_broadcast_oop", t_s=0.1, sizes=[[i + 1, 2]]) for i in range(2)],
+                       fac.entry(2, 1, "ALLGATHER_coalesced", t_s=0.1, done_s=0.2, sizes=[])], world_size=2) for r in (0, 1)}
+    g = trace_from_dumps(dumps_of(ag, 2))
+    assert g["name"].tolist() == ["ALLGATHER_COALESCED"] * 2 and g["numel"].tolist() == [6, 6]
     p2p = {r: fac.dump([fac.entry(0, 0, "send 0->1" if r == 0 else "recv 1<-0", t_s=0.1, done_s=0.2, is_p2p=True, p2p_seq=1)],
                        world_size=2) for r in (0, 1)}
     p = trace_from_dumps(dumps_of(p2p, 2))
