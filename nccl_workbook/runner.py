@@ -15,8 +15,8 @@ answers::
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -25,6 +25,9 @@ from nccl_workbook.diagnose import diagnose
 from nccl_workbook.results import Outcome, RankOutcome, RunResult
 from nccl_workbook.scenarios import get_scenario
 from nccl_workbook.trace import trace_frame
+
+if TYPE_CHECKING:  # pragma: no cover
+    from nccl_workbook.live import HangReport
 
 __all__ = ["run_scenario", "run_variants", "combined_trace", "resolve_variants", "validate_run_args"]
 
@@ -56,12 +59,15 @@ def run_scenario(
     timeout_s: float | None = None,
     progress: Progress | None = None,
     flight_recorder: bool = False,
+    on_hang: Callable[[HangReport], None] | None = None,
     **param_overrides: Any,
 ) -> RunResult:
     """Run one variant once and diagnose it. ``timeout_s`` is the process-group timeout before the
     variant adjusts it (default: the scenario's); ``param_overrides`` change the scenario's
     ``Params`` (e.g. ``seconds_per_sample=1.0``). ``flight_recorder=True`` brings back every rank's
-    flight-recorder dump also when the run succeeds (failed runs always bring them back)."""
+    flight-recorder dump also when the run succeeds (failed runs always bring them back).
+    ``on_hang`` is called once, while the run is still going, when a hang is suspected (see
+    :meth:`RankCluster.run`); the widgets use it to name the late rank before the timeout."""
     scenario = get_scenario(scenario_id)
     spec = scenario.variant(variant)
     ws = world_size or cluster.n_ranks
@@ -77,6 +83,7 @@ def run_scenario(
         debug_level=spec.debug_level,
         progress=progress,
         flight_recorder=flight_recorder,
+        on_hang=on_hang,
     )
     rows = [row for rep in run.reports for row in rep.rows]
     trace = trace_frame(rows, offsets_ns=run.clock_offsets_ns)

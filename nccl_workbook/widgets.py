@@ -1,11 +1,27 @@
 """ipywidgets panels that wire controls to :mod:`nccl_workbook.runner` and :mod:`nccl_workbook.plots`.
 
 :class:`ScenarioPanel` shows controls (world size, group timeout, one or more scenario parameters,
-the variants to run), a Run button, a progress bar, and an output area where each run's result
-table and the side-by-side plots appear. ``panel.run()`` does exactly what the button does, with
-the controls' current values, so a notebook (and nbval) can run the defaults without a click.
-Expected outcomes (a timeout is a result) are shown as results; only misuse shows an error
-message, and never a stack trace.
+the variants to run, whether to draw plots), a Run button, a progress bar with a status line, and
+one output area where each run's results and the side-by-side plots appear:
+
+- while a run goes: the button turns into "Running…", the bar fills as variants and ranks finish,
+  the status line says which variant runs, for how long and how many ranks are done, and a hang
+  named live (:mod:`nccl_workbook.live`) is shown at once, before the group's timeout fires;
+- after it: a summary table (one row per variant: outcome, culprit ranks, failed op, agreement with
+  the ground truth, how soon the hang was named live), the per-rank details of each variant (open
+  for failed runs, folded for clean ones, with every rank's stack when a hang was named), and the
+  plots as images.
+
+Expected outcomes are results: a timeout is a row in the table, never a stack trace. A run that
+cannot start (cluster stopped, no variant ticked, invalid settings) or that the cluster cannot
+complete shows a message in the panel and returns what it has; ``run()`` never raises for these.
+
+``panel.run()`` does exactly what the button does, with the controls' current values, so a notebook
+(and nbval) can run the defaults without a click.
+
+Importing this module inside IPython also makes matplotlib ``Figure`` objects (what
+:mod:`nccl_workbook.plots` returns) display as PNG images in cell outputs
+(:func:`enable_figure_display`); without it a bare ``Figure`` shows as ``<Figure size ...>`` text.
 
 Usage::
 
@@ -14,40 +30,257 @@ Usage::
     panel            # display it
     panel.run()      # same as pressing Run
     panel.results    # list[RunResult] of the last run
+    panel.settings() # the controls' values, as keyword arguments for run_scenario / run_variants
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import io
+import logging
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
-from IPython.display import HTML, display
 
 from nccl_workbook.cluster import RankCluster
 from nccl_workbook.results import RunResult
 from nccl_workbook.runner import combined_trace, run_scenario
 from nccl_workbook.scenarios import get_scenario
 
-__all__ = ["ScenarioPanel"]
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+    from nccl_workbook.live import HangReport
+    from nccl_workbook.scenarios.base import Scenario
+
+__all__ = ["ScenarioPanel", "results_html", "stacks_html", "short_error", "clean_float", "enable_figure_display",
+           "figure_png"]
 
 #: knob name -> (label, min, max, step)
 Knobs = Mapping[str, tuple[str, float, float, float]]
 
+_OUTCOME_COLOUR = {"ok": "#2e7d32", "timeout": "#c62828", "error": "#ef6c00", "crashed": "#6a1b9a"}
+_LEVEL_COLOUR = {"ok": "#2e7d32", "info": "#37474f", "live": "#e65100", "warn": "#c62828"}
+_SOURCE_PATH = re.compile(r"\[(?:/|[A-Za-z]:\\)[^\]\s]*[/\\]([^/\\\]\s]+:\d+)\]")
+_PLOT_DPI = 80
 
+
+# -- pure helpers (tested without a browser) -------------------------------------------------------
+def short_error(text: str | None, limit: int = 300) -> str:
+    """An error message made readable in a table: build paths in gloo's ``[/__w/.../pair.cc:553]``
+    shortened to ``[pair.cc:553]``, cut to ``limit`` characters.
+
+    >>> short_error("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer")
+    'RuntimeError: [pair.cc:553] Connection closed by peer'
+    """
+    if not text:
+        return ""
+    text = _SOURCE_PATH.sub(r"[\1]", text.strip())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _outcome_span(outcome: str) -> str:
+    return f"<span style='color:{_OUTCOME_COLOUR.get(outcome, '#000')};font-weight:bold'>{html.escape(outcome)}</span>"
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    return ", ".join(map(str, ranks)) if ranks else "–"
+
+
+_TABLE = "style='border-collapse:collapse;margin:4px 0 8px 0'"
+_TH = "style='text-align:left;padding:2px 10px 2px 0;border-bottom:1px solid #999'"
+_TD = "style='text-align:left;padding:2px 10px 2px 0;vertical-align:top'"
+_TDN = "style='text-align:right;padding:2px 10px 2px 0;vertical-align:top'"
+
+
+def _summary_table(results: Sequence[RunResult]) -> str:
+    head = "".join(f"<th {_TH}>{h}</th>" for h in (
+        "variant", "outcome", "group timeout (s)", "wall (s)", "culprit rank(s), diagnosed",
+        "failed op", "ground truth", "named live after (s)"))
+    rows = []
+    for r in results:
+        if r.ok:
+            truth = "–"
+        else:
+            mark = "agrees" if r.diagnosis_agrees else "<b style='color:#c62828'>DISAGREES</b>"
+            truth = f"{_ranks(r.expected_culprits)} ({mark})"
+        live = r.live_hang
+        rows.append(
+            "<tr>"
+            f"<td {_TD}><code>{html.escape(r.variant)}</code></td><td {_TD}>{_outcome_span(r.outcome.value)}</td>"
+            f"<td {_TDN}>{r.pg_timeout_s:g}</td><td {_TDN}>{r.wall_s:.1f}</td>"
+            f"<td {_TD}>{_ranks(r.culprit_ranks)}</td><td {_TD}>{html.escape(r.failed_op or '–')}</td>"
+            f"<td {_TD}>{truth}</td>"
+            f"<td {_TDN}>{'–' if live is None else f'{live.detected_after_s:.1f}'}</td>"
+            "</tr>"
+        )
+    return f"<table {_TABLE}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _ranks_table(r: RunResult) -> str:
+    head = "".join(f"<th {_TH}>{h}</th>" for h in ("rank", "status", "steps", "step median (ms)", "ran (s)", "error"))
+    rows = []
+    for o in r.per_rank:
+        err = o.error or ""
+        rows.append(
+            "<tr>"
+            f"<td {_TDN}>{o.rank}</td><td {_TD}>{_outcome_span(o.status.value) if o.status.value != 'ok' else 'ok'}</td>"
+            f"<td {_TDN}>{o.steps}</td>"
+            f"<td {_TDN}>{'' if o.step_time_median_s is None else f'{o.step_time_median_s * 1e3:.1f}'}</td>"
+            f"<td {_TDN}>{'' if o.wall_s is None else f'{o.wall_s:.2f}'}</td>"
+            f"<td style='text-align:left;padding:2px 0;vertical-align:top;white-space:normal;max-width:60em'"
+            f" title='{html.escape(err, quote=True)}'>{html.escape(short_error(err))}</td>"
+            "</tr>"
+        )
+    return f"<table {_TABLE}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _details(r: RunResult) -> str:
+    lines = []
+    if not r.ok:
+        agree = "agrees with" if r.diagnosis_agrees else "<b style='color:#c62828'>disagrees with</b>"
+        lines.append(
+            f"From the trace alone: culprit rank(s) <b>{_ranks(r.culprit_ranks)}</b>, failed op "
+            f"<b>{html.escape(str(r.failed_op))}</b>; this {agree} the ground truth "
+            f"({_ranks(r.expected_culprits)}, {html.escape(str(r.expected_op))})."
+        )
+    live = r.live_hang
+    if live is not None:
+        lines.append(
+            f"Named live, before the timeout: {html.escape(live.message)}; the {r.pg_timeout_s:g} s group "
+            f"timeout would have taken {max(r.pg_timeout_s - live.detected_after_s, 0):.1f} s longer."
+        )
+    elif r.hang is not None and r.hang.resolved:
+        lines.append(f"A long wait was suspected live and then ended by itself (not a hang): {html.escape(r.hang.message)}.")
+    text = "".join(f"<div style='margin:2px 0'>{x}</div>" for x in lines)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.notes)
+    body = text + _ranks_table(r) + (f"<div>What the cluster did:</div><ul style='margin:2px 0'>{notes}</ul>" if notes else "")
+    if live is not None and live.stacks:
+        body += (
+            "<details style='margin:2px 0 6px 0'><summary>every rank's Python stack when the hang was named "
+            "(innermost frames, the workbook's own frames left out)</summary>"
+            f"{stacks_html(live.stacks, live.where)}</details>"
+        )
+    opened = "" if r.ok else " open"
+    return (
+        f"<details{opened} style='margin:4px 0'><summary><code>{html.escape(r.variant)}</code>: "
+        f"{_outcome_span(r.outcome.value)}, per-rank details</summary><div style='margin-left:1.2em'>{body}</div></details>"
+    )
+
+
+def _program_frames(stack: str, last_lines: int) -> list[str]:
+    """The innermost ``last_lines`` lines of a rank's stack, without the frames above the rank
+    program (IPython's exec, the engine's ``run_rank``) when they can be told apart."""
+    lines = stack.rstrip().splitlines()
+    starts = [i for i, x in enumerate(lines) if x.lstrip().startswith("File ") and x.rstrip().endswith("in run_rank")]
+    if starts and starts[-1] + 2 < len(lines):
+        lines = lines[starts[-1] + 2:]
+    return lines[-last_lines:]
+
+
+def stacks_html(stacks: Mapping[int, str], where: Mapping[int, str] | None = None, *, last_lines: int = 10) -> str:
+    """Every rank's stack one below the other (full width, no wrapping, scrolls sideways), with
+    where the rank was when the hang was named."""
+    parts = []
+    for r in sorted(stacks):
+        at = f": <i>{html.escape(where[r])}</i>" if where and r in where else ""
+        text = html.escape("\n".join(_program_frames(stacks[r], last_lines)))
+        parts.append(f"<div style='margin:4px 0 0 0'><b>rank {r}</b>{at}</div>"
+                     f"<pre style='white-space:pre;overflow-x:auto;font-size:11px;line-height:1.25;margin:0 0 4px 0;"
+                     f"padding:4px;background:#f6f6f6'>{text}</pre>")
+    return f"<div style='margin-left:1.2em'>{''.join(parts)}</div>"
+
+
+def results_html(results: Sequence[RunResult]) -> str:
+    """The panel's results as one HTML fragment: the summary table (one row per variant), then each
+    variant's details (open for runs that failed)."""
+    if not results:
+        return ""
+    return "<div>" + _summary_table(results) + "".join(_details(r) for r in results) + "</div>"
+
+
+def figure_png(fig: Figure, dpi: float | None = None) -> bytes:
+    """A matplotlib Figure as PNG bytes (no pyplot involved)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi or fig.dpi, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def enable_figure_display(shell: Any = None) -> bool:
+    """Make ``Figure`` objects display as PNG images in IPython (what ``%matplotlib inline`` does),
+    without touching pyplot. ``shell`` defaults to the running IPython; returns False outside
+    IPython. Idempotent; a PNG formatter already registered (by the inline backend) is kept."""
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:  # pragma: no cover
+            return False
+        shell = get_ipython()
+    formatter = getattr(getattr(shell, "display_formatter", None), "formatters", {}).get("image/png")
+    if formatter is None:
+        return False
+    from matplotlib.figure import Figure
+
+    try:
+        formatter.lookup_by_type(Figure)
+    except KeyError:
+        formatter.for_type(Figure, figure_png)
+    return True
+
+
+enable_figure_display()
+
+
+def clean_float(value: float) -> float:
+    """A slider value without the float noise a browser adds: JupyterLab's slider sends back
+    ``2.9999999999999996`` for a 3.0 it was given (measured, ipywidgets 8.1 in Chromium, after
+    another slider of the same panel was edited). Rounded to 9 decimals, far below any step.
+
+    >>> clean_float(2.9999999999999996), clean_float(0.1)
+    (3.0, 0.1)
+    """
+    return round(float(value), 9)
+
+
+def _snap_float(change: dict[str, Any]) -> None:
+    """Observer: replace a slider's noisy value by :func:`clean_float` of it (once: the clean value
+    is its own fix point), so ``slider.value`` and everything computed from it stay exact."""
+    clean = clean_float(change["new"])
+    if clean != change["new"]:
+        change["owner"].value = clean
+
+
+def _bundle(data: dict[str, str]) -> dict[str, Any]:
+    return {"output_type": "display_data", "data": data, "metadata": {}}
+
+
+class _LogToPanel(logging.Handler):
+    """Collects the package's warnings during a panel run (instead of stderr noise in the cell)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+# -- the panel -------------------------------------------------------------------------------------
 class ScenarioPanel(w.VBox):
-    """Controls + Run + progress + results for one scenario; see the module docstring."""
+    """Controls + Run + progress + results and plots for one scenario; see the module docstring."""
 
     def __init__(self, cluster: RankCluster, scenario_id: str, *, knobs: Knobs | None = None,
                  variants: list[str] | None = None, plots: bool = True) -> None:
         self.cluster = cluster
-        self.scenario = get_scenario(scenario_id)
+        self.scenario: Scenario = get_scenario(scenario_id)
         self.results: list[RunResult] = []
-        self._plots = plots
         defaults = self.scenario.params_type()
         style = {"description_width": "170px"}
-        layout = w.Layout(width="460px")
+        layout = w.Layout(width="480px")
         self.world_size = w.IntSlider(value=min(4, cluster.n_ranks), min=2, max=max(2, cluster.n_ranks),
                                       description="world size (ranks)", style=style, layout=layout)
         self.timeout = w.FloatSlider(value=self.scenario.default_timeout_s, min=0.5, max=30, step=0.5,
@@ -57,83 +290,151 @@ class ScenarioPanel(w.VBox):
             value = getattr(defaults, name)
             cls = w.IntSlider if isinstance(value, int) and not isinstance(value, bool) else w.FloatSlider
             self.knobs[name] = cls(value=value, min=lo, max=hi, step=step, description=label, style=style, layout=layout)
+        for slider in (self.timeout, *self.knobs.values()):
+            if isinstance(slider, w.FloatSlider):
+                slider.observe(_snap_float, names="value")
         chosen = variants or self.scenario.variant_names
         self.variant_boxes = {
-            v: w.Checkbox(value=v in chosen, description=v, indent=False, layout=w.Layout(width="auto"))
-            for v in self.scenario.variant_names
+            v.name: w.Checkbox(value=v.name in chosen, description=v.name, indent=False, tooltip=v.description,
+                               layout=w.Layout(width="auto", margin="0 12px 0 0"))
+            for v in self.scenario.variants
         }
-        self.button = w.Button(description="Run", button_style="primary", icon="play")
+        self.show_plots = w.Checkbox(value=plots, description="draw plots", indent=False,
+                                     tooltip="timeline and step/collective times of the runs, side by side",
+                                     layout=w.Layout(width="auto"))
+        self.button = w.Button(description="Run", button_style="primary", icon="play",
+                               tooltip="run the ticked variants with these settings",
+                               layout=w.Layout(width="120px"))
         self.button.on_click(lambda _: self.run())
-        self.progress = w.FloatProgress(value=0, min=0, max=1, description="idle", style=style,
-                                        layout=w.Layout(width="460px"))
-        self.status = w.HTML()
-        self.output = w.Output()
+        self.progress = w.FloatProgress(value=0, min=0, max=1, layout=w.Layout(width="240px", margin="0 16px"))
+        self.status = w.HTML(self._status_html("ready: press Run", "info"))
+        self.output = w.Output(layout=w.Layout(width="100%"))
+        def label(text: str = "") -> w.HTML:  # right-aligned like the sliders' descriptions
+            return w.HTML(f"<div style='text-align:right;padding-right:8px'>{text}</div>",
+                          layout=w.Layout(width="170px", margin="0 4px 0 2px"))
+
         super().__init__([
-            w.HTML(f"<b>{html.escape(self.scenario.title)}</b> <code>{self.scenario.id}</code>"),
+            w.HTML(f"<b>{html.escape(self.scenario.title)}</b> &nbsp;<code>{html.escape(self.scenario.id)}</code>"
+                   f"<br><span style='color:#555'>{html.escape(self.scenario.symptom)}</span>"),
             self.world_size, self.timeout, *self.knobs.values(),
-            w.HBox([w.Label("variants:"), *self.variant_boxes.values()]),
-            w.HBox([self.button, self.progress]), self.status, self.output,
-        ])
+            w.HBox([label("variants"), *self.variant_boxes.values()], layout=w.Layout(align_items="center")),
+            w.HBox([label(), self.button, self.progress, self.show_plots], layout=w.Layout(align_items="center")),
+            w.HBox([label(), self.status]),
+            self.output,
+        ], layout=w.Layout(width="100%"))
 
     def settings(self) -> dict[str, object]:
         """The controls' current values as keyword arguments for ``run_scenario``/``run_variants``,
         so later cells run the fixes with whatever the user chose here."""
-        return {"world_size": self.world_size.value, "timeout_s": self.timeout.value,
-                **{k: s.value for k, s in self.knobs.items()}}
+        return {"world_size": self.world_size.value, "timeout_s": clean_float(self.timeout.value),
+                **{k: clean_float(s.value) if isinstance(s.value, float) else s.value for k, s in self.knobs.items()}}
 
     # -- the one action --------------------------------------------------------------------------
     def run(self) -> list[RunResult]:
-        """Run the ticked variants with the controls' values; show results and plots."""
+        """Run the ticked variants with the controls' values; show results and plots. Never raises
+        for an expected outcome, a stopped cluster or a failed run: the panel says what happened."""
         variants = [v for v, box in self.variant_boxes.items() if box.value]
-        self.output.clear_output()
+        self.output.outputs = ()
+        self.results = []
+        self.progress.value, self.progress.bar_style = 0, ""
         if not variants:
-            self._say("Tick at least one variant.", "warn")
+            self._say("Tick at least one variant, then press Run.", "warn")
             return []
         if not self.cluster.running:
-            self._say("The cluster is not running: run the cell that starts it (<code>cluster.start()</code>), then Run again.", "warn")
+            self._say("The cluster is not running: run the cell that starts it "
+                      "(<code>cluster = RankCluster(n_ranks=4).start()</code>), then press Run again.", "warn")
             return []
         settings = self.settings()
-        self.button.disabled = True
-        self.results = []
+        catcher = _LogToPanel()
+        pkg_log = logging.getLogger("nccl_workbook")
+        propagate = pkg_log.propagate
+        pkg_log.addHandler(catcher)
+        pkg_log.propagate = False
+        self._busy(True)
         t0 = time.perf_counter()
         try:
             for i, v in enumerate(variants):
-                self.progress.description = f"{v} ({i + 1}/{len(variants)})"
-
-                def progress(elapsed: float, done: int, total: int, i: int = i) -> None:
-                    self.progress.value = (i + done / max(total, 1)) / len(variants)
-                    self._say(f"running <code>{v}</code>: {elapsed:.1f} s, {done}/{total} ranks finished", "info")
-
-                try:
-                    r = run_scenario(self.cluster, self.scenario.id, v, progress=progress, **settings)
-                except (ValueError, KeyError) as e:
-                    self._say(html.escape(str(e.args[0] if e.args else e)), "warn")
+                if not self._run_one(i, v, variants, settings):
                     return self.results
-                self.results.append(r)
-                with self.output:
-                    display(HTML(r._repr_html_()))
+            failed = [r.variant for r in self.results if not r.ok]
             self.progress.value = 1
-            self.progress.description = "done"
-            self._say(f"{len(self.results)} run(s) in {time.perf_counter() - t0:.1f} s", "ok")
-            if self._plots:
-                self._show_plots()
+            self.progress.bar_style = "warning" if failed else "success"
+            summary = f"{len(self.results)} run(s) in {time.perf_counter() - t0:.1f} s; " + (
+                f"not ok: {', '.join(failed)} (a timeout is a result: see below)" if failed else "all ok")
+            if self.show_plots.value:
+                self._say(summary + "; drawing the plots…", "info")
+                self._show(plots=True)
+            self._say(summary, "info" if failed else "ok")
         except Exception as e:  # noqa: BLE001 - the cluster failed: say so, no traceback
-            self._say(f"The cluster failed: {html.escape(str(e))}. Restart it with <code>cluster.stop(); cluster.start()</code>.", "warn")
+            self.progress.bar_style = "danger"
+            self._say(f"The run could not complete: {html.escape(type(e).__name__)}: {html.escape(str(e))[:500]}. "
+                      "If the cluster is broken, restart it: <code>cluster.stop(); cluster.start()</code>.", "warn")
+        except KeyboardInterrupt:
+            self.progress.bar_style = "danger"
+            self._say("Interrupted. Ranks still inside a collective finish at their group timeout; "
+                      "the next run replaces engines that do not answer.", "warn")
+            raise
         finally:
-            self.button.disabled = False
+            pkg_log.removeHandler(catcher)
+            pkg_log.propagate = propagate
+            self._busy(False)
         return self.results
 
-    def _show_plots(self) -> None:
-        from nccl_workbook import plots
+    def _run_one(self, i: int, variant: str, variants: list[str], settings: dict[str, object]) -> bool:
+        """One variant: run it, show the results so far. False when it could not be run."""
+        n = len(variants)
+        live: list[str] = []
 
-        df = combined_trace(self.results)
-        if len(df) == 0:
-            return
-        timeouts = {r.variant: r.pg_timeout_s for r in self.results}
-        with self.output:
-            display(plots.timeline(df, timeouts_s=timeouts, title=self.scenario.id))
-            display(plots.step_and_collective_times(df, title=self.scenario.id))
+        def progress(elapsed: float, done: int, total: int) -> None:
+            self.progress.value = (i + done / max(total, 1)) / n
+            msg = (f"running <code>{html.escape(variant)}</code> ({i + 1} of {n}): {elapsed:.1f} s, "
+                   f"{done} of {total} ranks finished")
+            self._say(msg + (f"<br>{live[0]}" if live else ""), "live" if live else "info")
+
+        def on_hang(h: HangReport) -> None:
+            live.append(f"suspected hang, named live: {html.escape(h.message)} "
+                        f"(the group timeout is {self.timeout.value:g} s)")
+
+        try:
+            r = run_scenario(self.cluster, self.scenario.id, variant, progress=progress, on_hang=on_hang, **settings)
+        except (ValueError, KeyError) as e:
+            self.progress.bar_style = "danger"
+            self._say(f"Cannot run <code>{html.escape(variant)}</code> with these settings: "
+                      f"{html.escape(str(e.args[0] if e.args else e))}", "warn")
+            return False
+        self.results.append(r)
+        self._show(plots=False)
+        return True
+
+    def _show(self, *, plots: bool) -> None:
+        """(Re)draw the output in one go: results table and details, then the plots if asked for.
+        Sets the Output widget's ``outputs`` directly, so it works from a button click, a cell, or
+        plain Python (tests), and never flickers."""
+        bundles = [_bundle({"text/html": results_html(self.results),
+                            "text/plain": "\n".join(r.summary_line() for r in self.results)})]
+        if plots:
+            from nccl_workbook import plots as plotting
+
+            df = combined_trace(self.results)
+            if len(df):
+                timeouts = {r.variant: r.pg_timeout_s for r in self.results}
+                title = self.scenario.id
+                for name, fig in (("timeline", plotting.timeline(df, timeouts_s=timeouts, title=title)),
+                                  ("step and collective times", plotting.step_and_collective_times(df, title=title))):
+                    png = base64.b64encode(figure_png(fig, _PLOT_DPI)).decode("ascii")
+                    bundles.append(_bundle({"image/png": png, "text/plain": f"<{name} plot of {title}>"}))
+        self.output.outputs = tuple(bundles)
+
+    def _busy(self, busy: bool) -> None:
+        self.button.disabled = busy
+        self.button.description = "Running…" if busy else "Run"
+        self.button.icon = "hourglass-half" if busy else "play"
+        if busy:
+            self.progress.bar_style = "info"
+
+    @staticmethod
+    def _status_html(text: str, level: str) -> str:
+        return f"<span style='color:{_LEVEL_COLOUR[level]}'>{text}</span>"
 
     def _say(self, text: str, level: str) -> None:
-        colour = {"ok": "#2e7d32", "info": "#455a64", "warn": "#c62828"}[level]
-        self.status.value = f"<span style='color:{colour}'>{text}</span>"
+        self.status.value = self._status_html(text, level)
