@@ -16,12 +16,18 @@ __all__ = ["Scenario", "Variant", "SCENARIOS", "get_scenario", "scenario_ids"]
 
 _MODULES = (
     "rank0_work_before_barrier",
+    "collective_mismatch",
+    "slow_metrics_on_rank0",
+    "exception_on_one_rank",
+    "dataloader_stall",
+    "unused_parameters",
+    "fd_exhaustion",
+    "uneven_eval_allgather",
 )
 
-SCENARIOS: dict[str, Scenario] = {}
-for _name in _MODULES:
-    _s = importlib.import_module(f"{__name__}.{_name}").SCENARIO
-    SCENARIOS[_s.id] = _s
+_loaded = [importlib.import_module(f"{__name__}.{_name}").SCENARIO for _name in _MODULES]
+#: id -> scenario, in notebook order (01, 02, …), whatever the order of ``_MODULES``
+SCENARIOS: dict[str, Scenario] = {s.id: s for s in sorted(_loaded, key=lambda s: s.notebook)}
 
 
 def scenario_ids() -> list[str]:
