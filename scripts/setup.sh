@@ -21,6 +21,16 @@ if [ ! -x "$VENV/bin/python" ]; then
   fi
 fi
 PY="$VENV/bin/python"
+
+# The browser end-to-end test (tests/e2e) drives Debian's chromium; WITH_CHROMIUM=1 installs it
+# (apt-get, as root or with sudo). .ci/run sets it; without it that test is skipped locally.
+if [ "${WITH_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "setup: installing Debian's chromium for the browser test"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  command -v chromium >/dev/null || { echo "setup: chromium could not be installed" >&2; exit 1; }
+fi
 "$PY" -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
 if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "setup: installing torch==$TORCH_VERSION"
@@ -30,3 +40,6 @@ fi
 echo "setup: installing nccl-workbook[$EXTRAS]"
 "$PY" -m pip install -q -e ".[$EXTRAS]" 2>&1 | grep -v -e "is ignored" -e "WheelFile" -e "!!" || true
 "$PY" -c "import nccl_workbook, ipyparallel, jupyterlab; print('setup: ok, torch', __import__('torch').__version__)"
+if [ "${WITH_CHROMIUM:-0}" = 1 ]; then
+  "$PY" -c "import playwright.sync_api" || { echo "setup: the browser test needs playwright (extra 'test')" >&2; exit 1; }
+fi
