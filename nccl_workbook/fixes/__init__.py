@@ -15,6 +15,9 @@ import importlib
 
 _MODULES = (
     "rank0_work",
+    "ddp",
+    "fds",
+    "uneven",
 )
 
 __all__: list[str] = []
