@@ -88,6 +88,24 @@ def _package_parent() -> str:
     return str(Path(__file__).resolve().parent.parent)
 
 
+class _EngineOutputFilter(logging.Filter):
+    """ipyparallel logs the output of an engine that exits with an error (for a crash: the abort
+    message, then the faulthandler stack dump of every thread, ~100 lines with the machine's paths)
+    as a warning, which lands in the notebook cell that happens to run. Keep it here instead
+    (:attr:`RankCluster.engine_exit_output`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outputs: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith("Output for %s") and len(record.args or ()) == 2:
+            ident, text = record.args  # type: ignore[misc]
+            self.outputs.append(f"engine process {ident}:\n{text}")
+            return False
+        return True
+
+
 class RankCluster:
     """One ipyparallel engine per rank; see the module docstring."""
 
@@ -117,6 +135,7 @@ class RankCluster:
         self._notes: list[str] = []
         self._hub: ProgressHub | None = None
         self.start_s: float | None = None
+        self._output_filter = _EngineOutputFilter()
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -187,6 +206,7 @@ class RankCluster:
             # start on a small machine (measured in bench/run.py)
             controller_args=["--usethreads"],
         )
+        self._ipp_cluster.log.addFilter(self._output_filter)
         self._owned = True
         self._start_reaper(cluster_id, str(profile_dir))
         try:
@@ -215,9 +235,19 @@ class RankCluster:
             log.warning("could not attach to the shared cluster %s (%s); starting a new one", spec, e)
             return False
         self._ipp_cluster, self._client, self._owned, self._shared = cluster, client, False, True
+        cluster.log.addFilter(self._output_filter)  # for replacement engines this process starts
         self._setup_engines(sorted(client.ids))
         self.start_s = time.perf_counter() - t0
         return True
+
+    @property
+    def engine_exit_output(self) -> list[str]:
+        """Output of engines started by this object that exited with an error, oldest first, as
+        ipyparallel reports it: when this process next runs the cluster's event loop, e.g. while a
+        replacement engine starts. For a crash it holds the reason (gloo's ``terminate called after
+        throwing an instance of 'gloo::EnforceNotMet'``) before the stack dump. Empty for engines
+        another process started."""
+        return list(self._output_filter.outputs)
 
     @property
     def share_spec(self) -> str:
@@ -354,7 +384,12 @@ class RankCluster:
 
     @property
     def max_world_size(self) -> int:
-        return len(self._client.ids) if self._client is not None else self.n_ranks
+        """The most ranks a run can have. Engines that died are replaced at the start of the next
+        run (:meth:`ensure_healthy`), so a cluster that can start engines still counts them."""
+        if self._client is None:
+            return self.n_ranks
+        alive = len(self._client.ids)
+        return max(alive, self.n_ranks) if self._ipp_cluster is not None else alive
 
     def _require_running(self) -> None:
         if self._client is None:
