@@ -15,6 +15,7 @@ import importlib
 
 _MODULES = (
     "rank0_work",
+    "desync",
     "ddp",
     "fds",
     "uneven",
