@@ -19,10 +19,6 @@ complete shows a message in the panel and returns what it has; ``run()`` never r
 ``panel.run()`` does exactly what the button does, with the controls' current values, so a notebook
 (and nbval) can run the defaults without a click.
 
-Importing this module inside IPython also makes matplotlib ``Figure`` objects (what
-:mod:`nccl_workbook.plots` returns) display as PNG images in cell outputs
-(:func:`enable_figure_display`); without it a bare ``Figure`` shows as ``<Figure size ...>`` text.
-
 Usage::
 
     panel = ScenarioPanel(cluster, "rank0-work-before-barrier",
@@ -57,8 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from nccl_workbook.live import HangReport
     from nccl_workbook.scenarios.base import Scenario
 
-__all__ = ["ScenarioPanel", "results_html", "stacks_html", "short_error", "clean_float", "enable_figure_display",
-           "figure_png"]
+__all__ = ["ScenarioPanel", "results_html", "stacks_html", "short_error", "clean_float", "figure_png"]
 
 #: knob name -> (label, min, max, step)
 Knobs = Mapping[str, tuple[str, float, float, float]]
@@ -208,31 +203,6 @@ def figure_png(fig: Figure, dpi: float | None = None) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi or fig.dpi, bbox_inches="tight")
     return buf.getvalue()
-
-
-def enable_figure_display(shell: Any = None) -> bool:
-    """Make ``Figure`` objects display as PNG images in IPython (what ``%matplotlib inline`` does),
-    without touching pyplot. ``shell`` defaults to the running IPython; returns False outside
-    IPython. Idempotent; a PNG formatter already registered (by the inline backend) is kept."""
-    if shell is None:
-        try:
-            from IPython import get_ipython
-        except ImportError:  # pragma: no cover
-            return False
-        shell = get_ipython()
-    formatter = getattr(getattr(shell, "display_formatter", None), "formatters", {}).get("image/png")
-    if formatter is None:
-        return False
-    from matplotlib.figure import Figure
-
-    try:
-        formatter.lookup_by_type(Figure)
-    except KeyError:
-        formatter.for_type(Figure, figure_png)
-    return True
-
-
-enable_figure_display()
 
 
 def clean_float(value: float) -> float:

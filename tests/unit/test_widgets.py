@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import logging
 import time
-import types
 from typing import Any
 
 import pytest
@@ -20,7 +19,6 @@ from nccl_workbook.results import Outcome, RankOutcome, RankReport, RankStatus, 
 from nccl_workbook.widgets import (  # noqa: E402
     ScenarioPanel,
     clean_float,
-    enable_figure_display,
     figure_png,
     results_html,
     short_error,
@@ -210,18 +208,13 @@ def test_stacks_leave_out_the_workbooks_own_frames():
     assert html.index("rank 0") < html.index("rank 1") and "generate_samples" in html
 
 
-def test_figures_display_as_png_in_ipython():
-    from IPython.core.formatters import DisplayFormatter
+def test_figure_png_needs_no_pyplot():
     from matplotlib.figure import Figure
 
-    shell = types.SimpleNamespace(display_formatter=DisplayFormatter())
     fig = Figure(figsize=(2, 1))
     fig.add_subplot().plot([0, 1])
-    assert shell.display_formatter.format(fig)[0].keys() == {"text/plain"}
-    assert enable_figure_display(shell) and enable_figure_display(shell)  # idempotent
-    data, _ = shell.display_formatter.format(fig)
-    assert data["image/png"].startswith(b"\x89PNG") and figure_png(fig).startswith(b"\x89PNG")
-    assert enable_figure_display(types.SimpleNamespace()) is False
+    small, large = figure_png(fig, 40), figure_png(fig, 120)
+    assert small.startswith(b"\x89PNG") and len(small) < len(large)
 
 
 def test_button_click_runs_like_run():
