@@ -224,6 +224,8 @@ def _cmd_lab(args: argparse.Namespace) -> int:
         cmd.append(f"--ServerApp.port={args.port}")
     if args.no_browser:
         cmd.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # containers and CI run as root; Jupyter refuses that without it
     print(" ".join(cmd), file=sys.stderr, flush=True)
     os.execv(sys.executable, cmd)
     return 0  # pragma: no cover
