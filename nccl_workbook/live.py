@@ -335,13 +335,17 @@ class ProgressPublisher:
 
 def short_paths(text: str) -> str:
     """Drop install prefixes from file paths in a stack (``.../site-packages/torch/x.py`` ->
-    ``torch/x.py``), so stacks read the same on every machine."""
+    ``torch/x.py``, ``.../lib/python3.11/multiprocessing/queues.py`` -> ``multiprocessing/queues.py``),
+    so stacks read the same on every machine."""
     import os
     import re
+    import sysconfig
 
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     text = text.replace(pkg_parent, "")
-    return re.sub(r'File "[^"]*?(?:site|dist)-packages/', 'File "', text)
+    text = re.sub(r'File "[^"]*?(?:site|dist)-packages/', 'File "', text)
+    stdlib = sysconfig.get_paths().get("stdlib")
+    return text.replace(stdlib.rstrip(os.sep) + os.sep, "") if stdlib else text
 
 
 def stacks_html(stacks: dict[int, str], *, last_lines: int = 12, where: dict[int, str] | None = None) -> str:

@@ -5,8 +5,10 @@
   waiting for the last rank), and how each collective ended (timeout, peer closed).
 - :func:`step_and_collective_times`: per rank and variant, the median step time and the longest
   collective (ms, log scale), broken next to each fix.
+- :func:`wait_per_step`: per variant, each rank's time inside collectives in each training step
+  (ms, log scale): who waits for whom, step by step.
 
-Both take the frame from :func:`nccl_workbook.runner.combined_trace` (a ``variant`` column plus
+All take the frame from :func:`nccl_workbook.runner.combined_trace` (a ``variant`` column plus
 ``t_enqueue_rel_ns``/``t_end_rel_ns``) and return a :class:`Figure` (a matplotlib Figure that
 renders itself as a PNG in Jupyter).
 """
@@ -32,7 +34,7 @@ class Figure(_MplFigure):
         self.savefig(buf, format="png", dpi=90)
         return buf.getvalue()
 
-__all__ = ["timeline", "step_and_collective_times", "bandwidth", "STATUS_COLOURS"]
+__all__ = ["timeline", "step_and_collective_times", "bandwidth", "wait_per_step", "STATUS_COLOURS"]
 
 STATUS_COLOURS = {
     "ok": "#90a4ae",          # collective that completed: grey-blue
@@ -170,6 +172,49 @@ def bandwidth(df: pd.DataFrame, *, host_copy_gbps: float | None = None, title: s
     ax1.set_title("bus bandwidth (nccl-tests busbw)", loc="left", fontsize=10)
     ax2.set_title("latency", loc="left", fontsize=10)
     ax2.legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def wait_per_step(df: pd.DataFrame, *, order: Sequence[str] | None = None, title: str | None = None) -> Figure:
+    """One panel per variant: for every rank, the time it spent inside collectives during each
+    training step (ms, log scale; the time of the collectives that failed included, up to their
+    failure), against the step index. A rank that others wait for sits at the bottom; the
+    waiting ranks' lines rise by exactly the extra work it does. A failed step is marked with x.
+    """
+    if len(df) == 0:
+        raise ValueError("empty trace: nothing to plot")
+    if "variant" not in df.columns:
+        df = df.assign(variant="")
+    variants = _variants(df, order)
+    coll = df[(df["kind"] == "collective") & df["step"].notna()]
+    if len(coll) == 0:
+        raise ValueError("no collectives inside training steps: nothing to plot (are steps traced?)")
+    end = coll["t_end_ns"].astype("float64")
+    dur_ms = (end - coll["t_enqueue_ns"].astype("float64")) / 1e6
+    coll = coll.assign(wait_ms=dur_ms.clip(lower=1e-3), failed=coll["status"] != "ok")
+    per = coll.groupby(["variant", "rank", "step"]).agg(wait_ms=("wait_ms", "sum"), failed=("failed", "any")).reset_index()
+    ranks = sorted(int(r) for r in per["rank"].unique())
+    fig = Figure(figsize=(11, 1.2 + 2.2 * len(variants)), layout="constrained")
+    axes = fig.subplots(len(variants), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    colours = ["#c62828", "#1565c0", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#455a64"]
+    for ax, variant in zip(axes, variants):
+        d = per[per["variant"] == variant]
+        for i, r in enumerate(ranks):
+            g = d[d["rank"] == r].sort_values("step")
+            if len(g) == 0:
+                continue
+            colour = colours[i % len(colours)]
+            ax.plot(g["step"].astype(int), g["wait_ms"], marker="o", markersize=3, color=colour, label=f"rank {r}")
+            bad = g[g["failed"]]
+            ax.plot(bad["step"].astype(int), bad["wait_ms"], linestyle="none", marker="x", markersize=9, color="black")
+        ax.set_yscale("log")
+        ax.set_ylabel("in collectives (ms)")
+        ax.set_title(variant or "run", loc="left", fontsize=10, fontweight="bold")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=8, ncols=len(ranks), loc="upper left")
+    axes[-1].set_xlabel("training step")
     if title:
         fig.suptitle(title, fontsize=11)
     return fig

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["make_mlp", "make_ddp", "train_steps", "paced"]
+__all__ = ["make_mlp", "make_ddp", "train_steps", "paced", "stay_like_nccl"]
 
 
 def make_mlp(dim: int = 64, hidden: int = 128, depth: int = 3, seed: int = 0) -> Any:
@@ -72,3 +72,20 @@ def paced(seconds: float, work: Callable[[], Any]) -> Any:
     if left > 0:
         time.sleep(left)
     return out
+
+
+def stay_like_nccl(pg_timeout_s: float, failed_at_ns: int, *, margin_s: float = 1.5) -> float:
+    """On a rank that just failed on its own (it raised, its data loader timed out), stay with the
+    process group open until the peers' timeout, counted from ``failed_at_ns`` (``time.time_ns``),
+    has run out, plus ``margin_s``. Returns the seconds it stayed.
+
+    This reproduces what NCCL peers see: a failed rank's departure is not signalled to them, so
+    they wait in their collective until the timeout. Under gloo, a rank that leaves (destroys its
+    group, exits) makes its peers fail at once with ``Connection closed by peer``. The stay
+    stands for a process stuck in its error handling (joining a data-loader worker, a non-daemon
+    thread): with NCCL the peers time out whether it stays or not.
+    """
+    left = (failed_at_ns + int((pg_timeout_s + margin_s) * 1e9) - time.time_ns()) / 1e9
+    if left > 0:
+        time.sleep(left)
+    return max(left, 0.0)
