@@ -16,6 +16,9 @@ import importlib
 _MODULES = (
     "rank0_work",
     "desync",
+    "metrics",
+    "failfast",
+    "dataloader",
     "ddp",
     "fds",
     "uneven",
