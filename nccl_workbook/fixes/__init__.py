@@ -16,6 +16,7 @@ import importlib
 _MODULES = (
     "rank0_work",
     "desync",
+    "timeouts",
     "metrics",
     "failfast",
     "dataloader",
