@@ -46,14 +46,20 @@ import multiprocessing
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.fixes.dataloader import shutdown_workers
 from nccl_workbook.fixes.fds import open_fd_count, raise_open_file_limit, sharing_strategy
 from nccl_workbook.scenarios._common import make_ddp, make_mlp, stay_like_nccl, train_steps
 from nccl_workbook.scenarios.base import Scenario, Variant
 
-__all__ = ["Params", "program", "SCENARIO", "FieldsDataset", "limited_rank", "workers_for"]
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from nccl_workbook.results import RunResult
+
+__all__ = ["Params", "program", "SCENARIO", "FieldsDataset", "limited_rank", "workers_for", "fd_frame"]
 
 SHARING = ("file_descriptor", "file_system")
 
@@ -213,6 +219,28 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
         "sharing": params.sharing,
         "workers_left": len(_children() - children_before),
     }
+
+
+def fd_frame(results: Sequence[RunResult], *, ranks: Sequence[int] | None = None) -> pd.DataFrame:
+    """One row per (run, rank): workers, sharing strategy, the rank's soft open-file limit and its
+    peak open files *above what it had open at start*, workers left after the run, and how the
+    rank ended. A run that failed on a rank has no numbers for it (a failed rank returns none)."""
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        for out in r.per_rank:
+            if ranks is not None and out.rank not in ranks:
+                continue
+            m = r.metrics.get(out.rank, {})
+            start = m.get("fds_start")
+            rows.append({
+                "run": r.variant, "rank": out.rank, "workers": m.get("workers"), "sharing": m.get("sharing"),
+                "limit_above_start": None if start is None or m.get("fd_limit", 0) > 10_000 else m["fd_limit"] - start,
+                "peak_above_start": None if start is None else m["fds_peak"] - start,
+                "workers_left": m.get("workers_left"), "status": out.status.value, "error": (out.error or "")[:90],
+            })
+    return pd.DataFrame(rows).set_index(["run", "rank"])
 
 
 SCENARIO = Scenario(

@@ -43,8 +43,9 @@ import datetime
 import math
 import multiprocessing
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.fixes.dataloader import shutdown_workers
 from nccl_workbook.fixes.rank0_work import shard_indices
@@ -52,7 +53,13 @@ from nccl_workbook.fixes.uneven import PAD_INDEX, UnevenAllGather, max_across_ra
 from nccl_workbook.scenarios._common import make_mlp
 from nccl_workbook.scenarios.base import Scenario, Variant
 
-__all__ = ["Params", "program", "SCENARIO", "EvalDataset", "batches_per_rank", "early_ranks", "reference_accuracy"]
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from nccl_workbook.results import RunResult
+
+__all__ = ["Params", "program", "SCENARIO", "EvalDataset", "samples_per_rank", "batches_per_rank", "early_ranks",
+           "reference_accuracy", "metric_frame"]
 
 SAMPLERS = ("shards", "padded")
 MODES = ("per-batch", "gather-counts", "join")
@@ -230,6 +237,26 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
                       and unique[:, 0].tolist() == list(range(total))),
         **extra,
     }
+
+
+def metric_frame(results: Sequence[RunResult]) -> pd.DataFrame:
+    """One row per run: outcome, each rank's batch count, and on rank 0: rows gathered (padding
+    dropped), samples counted once, the accuracy, the accuracy counting repeated samples, the
+    single-process reference, and whether every rank's metric is exact."""
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        m0 = r.metrics.get(0, {})
+        rows.append({
+            "run": r.variant, "outcome": r.outcome.value,
+            "batches_by_rank": [r.metrics.get(k, {}).get("batches") for k in range(r.world_size)],
+            "rows_gathered": m0.get("rows_gathered"), "samples_counted": m0.get("samples_counted"),
+            "accuracy": m0.get("accuracy"), "accuracy_with_repeats": m0.get("accuracy_with_repeats"),
+            "reference": m0.get("reference_accuracy"),
+            "exact_on_every_rank": bool(r.metrics) and all(m.get("exact") for m in r.metrics.values()),
+        })
+    return pd.DataFrame(rows).set_index("run")
 
 
 SCENARIO = Scenario(

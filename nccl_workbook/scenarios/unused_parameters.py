@@ -51,15 +51,21 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.fixes.ddp import use_all_parameters
 from nccl_workbook.scenarios._common import make_ddp, stay_like_nccl
 from nccl_workbook.scenarios.base import Scenario, Variant
 
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from nccl_workbook.results import RunResult
+
 __all__ = ["Params", "program", "SCENARIO", "make_multitask_net", "skipping_ranks", "batch_for", "unused_parameter_lines",
-           "DebugLevelCheck", "ddp_construction_check"]
+           "DebugLevelCheck", "ddp_debug_check", "cost_frame"]
 
 DDP_MODES = ("plain", "find_unused", "static_graph")
 
@@ -226,19 +232,26 @@ def unused_parameter_lines(text: str | None) -> list[str]:
     gradient: ``Parameters which did not receive grad for rank N: …`` (with
     ``TORCH_DISTRIBUTED_DEBUG=INFO`` or ``DETAIL``) and ``Parameter indices which did not receive
     grad for rank N: …`` (always)."""
-    return [line.strip() for line in (text or "").splitlines() if "did not receive grad" in line]
+    return [line.strip() for line in (text or "").splitlines()
+            if line.strip().startswith("Parameter") and "did not receive grad for rank" in line]
 
 
 @dataclass(frozen=True)
 class DebugLevelCheck:
-    """What constructing a DDP model did in a fresh process with ``TORCH_DISTRIBUTED_DEBUG=debug_level``."""
+    """What DDP did in a fresh process with ``TORCH_DISTRIBUTED_DEBUG=debug_level``, set before the
+    process group was created (``when="before-init"``, as a job's environment does) or switched on
+    after it (``"after-init"``): whether the model could be constructed, and the lines of DDP's
+    error that name the parameters a skipped branch left without gradient."""
 
     debug_level: str
+    when: str
     returncode: int
     ddp_constructed: bool
     #: the signal that killed the process (``SIGSEGV``…), None if it exited
     signal: str | None
-    stderr_tail: str
+    unused_lines: tuple[str, ...] = ()
+    #: the end of the process's stderr (Python's fault handler prints the crashing frames there)
+    stderr_tail: str = field(default="", repr=False)
 
     @property
     def crashed(self) -> bool:
@@ -246,29 +259,69 @@ class DebugLevelCheck:
 
 
 _DDP_CHECK = """
-import faulthandler, torch, torch.distributed as dist
+import faulthandler, os, sys, torch, torch.distributed as dist
+from nccl_workbook.scenarios.unused_parameters import make_multitask_net
 faulthandler.enable()
+level, when = sys.argv[1], sys.argv[2]
+if when == "before-init":
+    os.environ["TORCH_DISTRIBUTED_DEBUG"] = level
+    dist.set_debug_level_from_env()
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-print("group created, debug level", dist.get_debug_level(), flush=True)
-ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))
+if when == "after-init":
+    os.environ["TORCH_DISTRIBUTED_DEBUG"] = level
+    dist.set_debug_level_from_env()
+ddp = torch.nn.parallel.DistributedDataParallel(make_multitask_net(8, 16))
 print("DDP constructed", flush=True)
+try:
+    for step in range(3):  # the auxiliary head is skipped in step 1: DDP raises at step 2
+        has_aux = torch.full((2,), step != 1)
+        main, aux = ddp(torch.randn(2, 3, 8), has_aux)
+        (main.sum() + (aux.sum() if aux is not None else 0)).backward()
+except RuntimeError as e:
+    print(e, flush=True)
 dist.destroy_process_group()
 """
 
 
-def ddp_construction_check(debug_level: str, *, timeout_s: float = 120.0) -> DebugLevelCheck:
-    """Construct ``DistributedDataParallel(nn.Linear(4, 4))`` on a 1-rank gloo group in a fresh
-    Python process with ``TORCH_DISTRIBUTED_DEBUG=debug_level`` set before torch is imported (as a
-    user sets it in the job's environment), and report what happened. A separate process, because
-    on torch 2.13 with gloo ``DETAIL`` kills it (measured: SIGSEGV in DDP's construction-time
-    logging, ``c10d::Logger::set_env_variables``, when the default group is wrapped for ``DETAIL``'s
-    collective checks); an engine would die the same way."""
+def ddp_debug_check(debug_level: str, *, when: str = "before-init", timeout_s: float = 120.0) -> DebugLevelCheck:
+    """Run DDP with a branch skipped in one step, on a 1-rank gloo group, in a fresh Python process
+    with ``TORCH_DISTRIBUTED_DEBUG=debug_level`` (see :class:`DebugLevelCheck`), and report what
+    happened. A separate process, because on torch 2.13 with gloo ``DETAIL`` set before the group is
+    created kills it (measured: SIGSEGV while constructing DDP, in its construction-time logging,
+    ``c10d::Logger::set_env_variables``, when the group is wrapped for ``DETAIL``'s collective
+    checks); an engine would die the same way."""
     if debug_level not in {"OFF", "INFO", "DETAIL"}:
         raise ValueError(f"debug_level must be OFF, INFO or DETAIL, got {debug_level!r}")
-    env = {**os.environ, "TORCH_DISTRIBUTED_DEBUG": debug_level}
-    proc = subprocess.run([sys.executable, "-c", _DDP_CHECK], env=env, capture_output=True, text=True, timeout=timeout_s)
+    if when not in {"before-init", "after-init"}:
+        raise ValueError(f"when must be 'before-init' or 'after-init', got {when!r}")
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_DISTRIBUTED_DEBUG"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run([sys.executable, "-c", _DDP_CHECK, debug_level, when], env=env, capture_output=True,
+                          text=True, timeout=timeout_s)
     sig = signal.Signals(-proc.returncode).name if proc.returncode < 0 else None
-    return DebugLevelCheck(debug_level, proc.returncode, "DDP constructed" in proc.stdout, sig, proc.stderr[-800:])
+    return DebugLevelCheck(debug_level, when, proc.returncode, "DDP constructed" in proc.stdout, sig,
+                           tuple(unused_parameter_lines(proc.stdout)), proc.stderr[-800:])
+
+
+def cost_frame(results: Sequence[RunResult]) -> pd.DataFrame:
+    """One row per run: outcome, median step time (ms, median over ranks of each rank's median),
+    all-reduces per step as torch issued them (flight recorder), and the checksum of the trained
+    weights on rank 0 (equal checksums: the same training)."""
+    import statistics
+
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        medians = [p.step_time_median_s for p in r.per_rank if p.step_time_median_s is not None]
+        m0 = r.metrics.get(0, {})
+        rows.append({
+            "run": r.variant, "outcome": r.outcome.value,
+            "step_median_ms": round(statistics.median(medians) * 1e3, 2) if medians else None,
+            "allreduces_per_step": m0.get("allreduces_per_step"), "param_checksum": m0.get("param_checksum"),
+        })
+    return pd.DataFrame(rows).set_index("run")
 
 
 SCENARIO = Scenario(

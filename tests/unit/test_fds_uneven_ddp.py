@@ -230,7 +230,7 @@ def test_unused_helpers() -> None:
     x, has_aux, _ = up.batch_for(p, 2, 2, 4)
     assert not has_aux.any() and up.batch_for(p, 1, 2, 4)[1].any() and up.batch_for(p, 2, 3, 4)[1].any()
     assert not up.batch_for(up.Params(skip_every_step=True), 2, 5, 4)[1].any()
-    text = "boom\nParameters which did not receive grad for rank 2: aux.b, aux.w\nParameter indices which did not receive grad for rank 2: 4 5\n"
+    text = "boom\n In addition, you can set TORCH_DISTRIBUTED_DEBUG to print which did not receive gradient\nParameters which did not receive grad for rank 2: aux.b, aux.w\nParameter indices which did not receive grad for rank 2: 4 5\n"
     assert up.unused_parameter_lines(text) == [
         "Parameters which did not receive grad for rank 2: aux.b, aux.w",
         "Parameter indices which did not receive grad for rank 2: 4 5",
@@ -240,5 +240,7 @@ def test_unused_helpers() -> None:
         with pytest.raises(ValueError):
             up.Params(**bad)
     with pytest.raises(ValueError, match="OFF, INFO or DETAIL"):
-        up.ddp_construction_check("LOUD")
+        up.ddp_debug_check("LOUD")
+    with pytest.raises(ValueError, match="before-init"):
+        up.ddp_debug_check("INFO", when="later")
     assert os.environ.get("TORCH_DISTRIBUTED_DEBUG") in (None, "", "OFF")
