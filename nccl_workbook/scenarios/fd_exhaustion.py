@@ -15,10 +15,13 @@ gradient all-reduce; the other ranks wait in it. Under NCCL nobody tells them, s
 keeps its group open until they time out (:func:`~nccl_workbook.scenarios._common.stay_like_nccl`).
 
 Here, scaled down: each sample is a dict of ``fields`` small tensors (9 tensors per batch with the
-sample ids), 8 workers per rank, ``prefetch_factor=2``, after two warm-up steps on a fixed batch. Rank ``limited_rank`` runs with a soft
+sample ids), 8 workers per rank, ``prefetch_factor=2``. Rank ``limited_rank`` runs with a soft
 open-file limit of "what it has open at start + ``fd_headroom``" (the node's low ``ulimit -n``;
 the limit is lowered on that engine for the run and always restored). Every rank counts its open
 files (``/proc/self/fd``) after each batch; metrics ``fds_start``, ``fds_peak``, ``fd_limit``.
+Two DDP steps on a fixed batch come before the loader starts: DDP re-orders its gradient buckets
+once, at its second step, with a BROADCAST issued from C++ that the tracer cannot see; after them,
+every step's first collective is the traced gradient ALLREDUCE.
 
 Variants:
 
@@ -35,8 +38,9 @@ Variants:
     8 workers, :func:`nccl_workbook.fixes.raise_open_file_limit` at start-up: the soft limit goes
     up to the hard limit.
 
-After every run the workers are shut down and joined (metric ``workers_left``: live child processes
-of the rank other than ``torch_shm_manager``, which exits with the engine), and the rank's
+After every run the workers are shut down and joined (metric ``workers_left``: child processes of the
+rank started during the run and still alive, not counting ``torch_shm_manager``, which the
+``file_system`` strategy starts once per engine and which exits with it), and the rank's
 open-file limit and sharing strategy are what they were before.
 """
 
@@ -45,8 +49,8 @@ from __future__ import annotations
 import multiprocessing
 import time
 import warnings
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.fixes.dataloader import shutdown_workers
