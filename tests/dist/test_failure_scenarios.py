@@ -8,7 +8,7 @@ from nccl_workbook.results import Outcome, RankStatus
 from nccl_workbook.runner import run_scenario
 from nccl_workbook.scenarios import dataloader_stall, exception_on_one_rank
 
-from .programs_failures import count_children
+from .programs_failures import abort_while_blocked, count_children
 
 
 def test_fail_fast_names_the_failing_rank_even_when_it_hosts_the_store(cluster: RankCluster) -> None:
@@ -46,3 +46,11 @@ def test_background_logging_keeps_the_push_off_the_training_thread(cluster: Rank
     assert r.outcome is Outcome.OK
     m = r.metrics[0]
     assert m["longest_flush_s"] >= 1.0 and m["log_s_on_training_thread"] < 0.1 and m["dropped"] == 0
+
+
+def test_no_abort_frees_a_blocked_gloo_collective(cluster: RankCluster) -> None:
+    # why FailFast cannot free gloo peers from their own side (nccl_workbook/fixes/failfast.py)
+    run = cluster.run(abort_while_blocked, None, pg_timeout_s=2.0)
+    m = run.reports[0].metrics
+    assert m["called"] == "abort,shutdown,_abort_process_group"
+    assert m["raised"] and m["all_reduce_s"] >= 1.8, m
