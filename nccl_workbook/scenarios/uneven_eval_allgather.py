@@ -43,7 +43,7 @@ import datetime
 import math
 import multiprocessing
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -190,15 +190,29 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
     try:
         with torch.no_grad(), warnings.catch_warnings():  # Join changes the warnings filter: keep it local
             it = iter(loader)
+            # harness, not the incident: every rank's first batch is read and the ranks meet on the
+            # side group (long timeout) before the first all-gather, so that a loader starting its
+            # workers slowly on a loaded machine is not mistaken for the hang this scenario is about
+            with ctx.tracer.region("loader_start"):
+                first = next(it, None)
+                dist.barrier(group=side)
+
+            def batches() -> Iterator[Any]:
+                batch = first
+                while batch is not None:
+                    yield batch
+                    batch = next(it, None)
+
             if params.mode == "per-batch":
-                for b, (x, idx, y) in enumerate(it):
+                for b, (x, idx, y) in enumerate(batches()):
                     with ctx.tracer.step(b):
                         gather_batch(_pack(idx, model(x).argmax(1), y, bs))
             elif params.mode == "gather-counts":
                 n_steps = max_across_ranks(len(loader))
+                source = batches()
                 for b in range(n_steps):
                     with ctx.tracer.step(b):
-                        batch = next(it, None)
+                        batch = next(source, None)
                         if batch is None:
                             gather_batch(_pack(None, None, None, bs))
                         else:
@@ -208,7 +222,7 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
             else:  # join
                 gather = UnevenAllGather((bs, 3))
                 with Join([gather]):
-                    for b, (x, idx, y) in enumerate(it):
+                    for b, (x, idx, y) in enumerate(batches()):
                         with ctx.tracer.step(b):
                             gather(_pack(idx, model(x).argmax(1), y, bs))
                 gathered.extend(gather.gathered)
