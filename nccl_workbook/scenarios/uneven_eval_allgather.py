@@ -17,6 +17,10 @@ wait in it until the group timeout. This is what NCCL sees too: had the early ra
 collective on the *same* group instead, it would pair with the ALLGATHER as a mismatch (which gloo
 may turn into a wrong result or an abort, see the collective-mismatch scenario).
 
+Before the first all-gather every rank reads its first batch and the ranks meet once on the side
+group (its long timeout absorbs a slow loader start on a loaded machine); that is harness, not part
+of the incident.
+
 The metric (accuracy of a small seeded classifier over all 50 samples) is computed on every rank
 from the gathered rows and compared with the same metric computed on one process (``exact``).
 
