@@ -7,6 +7,8 @@
   collective (ms, log scale), broken next to each fix.
 - :func:`wait_per_step`: per variant, each rank's time inside collectives in each training step
   (ms, log scale): who waits for whom, step by step.
+- :func:`step_time_vs_length`: per variant, each rank's compute and waiting time per step against
+  the padded sequence length of its batch (s and tokens, log-log), with the group timeout.
 
 All take the frame from :func:`nccl_workbook.runner.combined_trace` (a ``variant`` column plus
 ``t_enqueue_rel_ns``/``t_end_rel_ns``) and return a :class:`Figure` (a matplotlib Figure that
@@ -34,7 +36,8 @@ class Figure(_MplFigure):
         self.savefig(buf, format="png", dpi=90)
         return buf.getvalue()
 
-__all__ = ["timeline", "step_and_collective_times", "bandwidth", "wait_per_step", "STATUS_COLOURS"]
+__all__ = ["timeline", "step_and_collective_times", "bandwidth", "wait_per_step", "step_time_vs_length",
+           "STATUS_COLOURS"]
 
 STATUS_COLOURS = {
     "ok": "#90a4ae",          # collective that completed: grey-blue
@@ -215,6 +218,68 @@ def wait_per_step(df: pd.DataFrame, *, order: Sequence[str] | None = None, title
         ax.grid(alpha=0.3, which="both")
     axes[0].legend(fontsize=8, ncols=len(ranks), loc="upper left")
     axes[-1].set_xlabel("training step")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def step_time_vs_length(df: pd.DataFrame, *, order: Sequence[str] | None = None,
+                        timeouts_s: dict[str, float] | None = None, title: str | None = None) -> Figure:
+    """One panel per variant: for every rank and step, the time spent computing (outside
+    collectives, filled circles) and waiting inside collectives (open triangles), in seconds,
+    against the padded sequence length of the rank's batch in that step (tokens); log-log axes.
+    Steps that failed are marked with x; ``timeouts_s`` (variant -> s) draws the group timeout.
+
+    ``df`` has one row per (variant, rank, step) with columns ``variant``, ``rank``,
+    ``padded_len``, ``compute_s``, ``wait_s`` and ``status`` (e.g. from
+    :func:`nccl_workbook.scenarios.slow_rank_dynamic_shapes.step_breakdown`). The timeout bounds the
+    *wait*: a step may compute for longer than the timeout if every rank does the same.
+    """
+    needed = {"variant", "rank", "padded_len", "compute_s", "wait_s", "status"}
+    if len(df) == 0:
+        raise ValueError("empty frame: nothing to plot")
+    missing = needed - set(df.columns)
+    if missing:
+        raise ValueError(f"step_time_vs_length needs columns {sorted(needed)}; missing {sorted(missing)}")
+    variants = _variants(df, order)
+    ranks = sorted(int(r) for r in df["rank"].unique())
+    colours = ["#c62828", "#1565c0", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#455a64"]
+    ncols = min(2, len(variants))
+    nrows = (len(variants) + ncols - 1) // ncols
+    fig = Figure(figsize=(11, 0.6 + 3.2 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).ravel()
+    floor = 1e-3  # seconds: a wait of 0 would vanish on a log axis
+    for ax, variant in zip(axes, variants):
+        d = df[df["variant"] == variant]
+        for i, r in enumerate(ranks):
+            g = d[d["rank"] == r]
+            colour = colours[i % len(colours)]
+            ax.scatter(g["padded_len"], g["compute_s"].clip(lower=floor), color=colour, marker="o", s=28,
+                       label=f"rank {r}")
+            ax.scatter(g["padded_len"], g["wait_s"].clip(lower=floor), facecolors="none", edgecolors=colour,
+                       marker="^", s=34)
+            bad = g[g["status"] != "ok"]
+            ax.scatter(bad["padded_len"], bad["wait_s"].clip(lower=floor), color="black", marker="x", s=60, zorder=3)
+        if timeouts_s and variant in timeouts_s:
+            ax.axhline(timeouts_s[variant], color=STATUS_COLOURS["timeout"], linestyle="--", linewidth=1)
+            ax.text(ax.get_xlim()[0], timeouts_s[variant], f" group timeout ({timeouts_s[variant]:g} s)",
+                    color=STATUS_COLOURS["timeout"], fontsize=8, va="bottom")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(variant or "run", loc="left", fontsize=10, fontweight="bold")
+        ax.grid(alpha=0.3, which="both")
+    for ax in axes[len(variants):]:
+        ax.set_visible(False)
+    for ax in axes[(nrows - 1) * ncols:]:
+        ax.set_xlabel("padded sequence length of the rank's batch (tokens)")
+    for ax in axes[::ncols]:
+        ax.set_ylabel("time per step (s)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles += [
+        Patch(facecolor="#777", label="filled circle: computing (outside collectives)"),
+        Patch(facecolor="white", edgecolor="#777", label="open triangle: waiting in collectives"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(ranks) + 2, fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
