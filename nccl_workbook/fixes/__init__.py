@@ -17,6 +17,7 @@ _MODULES = (
     "rank0_work",
     "desync",
     "timeouts",
+    "batching",
     "metrics",
     "failfast",
     "dataloader",

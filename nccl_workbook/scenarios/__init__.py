@@ -17,6 +17,7 @@ __all__ = ["Scenario", "Variant", "SCENARIOS", "get_scenario", "scenario_ids"]
 _MODULES = (
     "rank0_work_before_barrier",
     "collective_mismatch",
+    "slow_rank_dynamic_shapes",
     "timeout_settings",
     "slow_metrics_on_rank0",
     "exception_on_one_rank",
