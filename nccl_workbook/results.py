@@ -193,6 +193,9 @@ class RunResult:
     notes: tuple[str, ...] = ()
     #: rank -> torch flight-recorder dump (pickle bytes), see RankReport.fr_dump
     fr_dumps: dict[int, bytes] = field(default_factory=dict, compare=False, repr=False)
+    #: rank -> wall-clock ns when that rank's run began on its engine (before the group existed);
+    #: separates this run's flight-recorder entries from earlier runs' on the same engine
+    t_begin_ns: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
     #: the hang named live, while the group was still alive (see nccl_workbook.live)
     hang: HangReport | None = field(default=None, compare=False, repr=False)
 

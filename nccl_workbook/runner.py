@@ -124,6 +124,7 @@ def run_scenario(
         metrics={rep.rank: dict(rep.metrics) for rep in run.reports},
         notes=run.notes,
         fr_dumps={rep.rank: rep.fr_dump for rep in run.reports if rep.fr_dump is not None},
+        t_begin_ns={rep.rank: rep.t_begin_ns for rep in run.reports},
         hang=run.hang,
     )
 

@@ -468,7 +468,11 @@ def dumps_from_result(result: RunResult, *, whole_buffer: bool = False) -> Fligh
         )
     dumps = FlightDumps({r: parse_dump(b, r, source=f"rank {r}") for r, b in sorted(result.fr_dumps.items())},
                         result.world_size, f"{result.scenario} [{result.variant}]")
-    return dumps if whole_buffer else select_run(dumps)
+    if whole_buffer:
+        return dumps
+    # the run's own start on each engine is exact; the newest-default-group rule is the fallback
+    since = {r: t for r, t in getattr(result, "t_begin_ns", {}).items() if r in dumps.by_rank}
+    return select_run(dumps, since_ns=since) if len(since) == len(dumps.by_rank) else select_run(dumps)
 
 
 def write_dumps(source: RunResult | FlightDumps, folder: str | os.PathLike[str], *, prefix: str = FR_FILE_PREFIX,
@@ -598,10 +602,15 @@ def fix_for_torch(dumps: FlightDumps) -> FlightDumps:
     selected = select_run(dumps)
     changes: list[str] = []
     dropped = {r: len(dumps[r].entries) - len(selected[r].entries) for r in dumps.ranks}
-    renumber = any(dropped.values())
-    if renumber:
+    firsts = {d.entries[0].record_id for d in selected.by_rank.values() if d.entries}
+    # engines with different histories number their entries differently; the analyzer aligns
+    # ranks by record_id, so the run's entries must be numbered alike on every rank
+    renumber = any(dropped.values()) or len(firsts) > 1
+    if any(dropped.values()):
         changes.append("kept the newest run's entries (dropped " + ", ".join(f"{n} on rank {r}" for r, n in dropped.items() if n)
                        + " of earlier process groups) and renumbered record_id from 0")
+    elif renumber:
+        changes.append("renumbered record_id from 0 on every rank (the ranks' buffers started at different record ids)")
     members = group_members(selected)
     rebuilt: set[str] = set()
 

@@ -455,3 +455,17 @@ def test_cli_fr_bad_input_exits_2_with_one_line(argv: list[str], message: str, c
 
 def test_cli_registers_fr() -> None:
     assert build_parser().parse_args(["fr", "x"]).func.__name__ == "run_fr"
+
+
+def test_fix_up_renumbers_when_engines_numbered_differently() -> None:
+    # engines with different histories (a replacement engine, a shared cluster) start the run's
+    # entries at different record ids; the analyzer aligns ranks by record_id
+    job = fac.rank0_late_job("gloo", late_s=4.8, timeout_ms=3000)
+    for e in job[2]["entries"]:
+        e["record_id"] += 57
+    dumps = dumps_of(job)
+    fixed = fix_for_torch(dumps)
+    firsts = {fixed[r].raw["entries"][0]["record_id"] for r in fixed.ranks}
+    assert firsts == {0}
+    assert any("renumbered record_id" in n for n in fixed.notes)
+    assert run_torch_analyzer(fixed).status == run_torch_analyzer(fix_for_torch(gloo_late())).status
