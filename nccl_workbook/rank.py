@@ -139,24 +139,15 @@ def pick_rendezvous(local: bool) -> tuple[str, int]:
 
 @contextmanager
 def _debug_level(level: str | None) -> Iterator[None]:
-    """Set TORCH_DISTRIBUTED_DEBUG for one run. torch reads it at import, so apply it explicitly
-    with ``set_debug_level_from_env`` and restore the previous level afterwards."""
+    """Set TORCH_DISTRIBUTED_DEBUG for one run (torch reads it at import, so it is applied
+    explicitly) and restore the previous level afterwards: :func:`nccl_workbook.fixes.debug_level`."""
     if level is None:
         yield
         return
-    import torch.distributed as dist
+    from nccl_workbook.fixes.desync import debug_level
 
-    before = os.environ.get("TORCH_DISTRIBUTED_DEBUG")
-    os.environ["TORCH_DISTRIBUTED_DEBUG"] = level
-    dist.set_debug_level_from_env()
-    try:
+    with debug_level(level):
         yield
-    finally:
-        if before is None:
-            os.environ.pop("TORCH_DISTRIBUTED_DEBUG", None)
-        else:
-            os.environ["TORCH_DISTRIBUTED_DEBUG"] = before
-        dist.set_debug_level_from_env()
 
 
 def _short_error(exc: BaseException) -> str:
