@@ -422,12 +422,24 @@ class RankCluster:
             t0 = time.perf_counter()
             before = set(self._client.ids)
             self._ipp_cluster.start_engines_sync(n=missing, environment=self._env())
-            self._client.wait_for_engines(self.n_ranks, timeout=self.engine_timeout_s)
+            self._wait_for_registered(self.engine_timeout_s)
             self._setup_engines(sorted(set(self._client.ids) - before))
             notes.append(f"started {missing} replacement engine(s) in {time.perf_counter() - t0:.1f} s")
         for n in notes:
             log.info(n)
         return notes
+
+    def _wait_for_registered(self, timeout_s: float) -> None:
+        """Wait until ``n_ranks`` engines are registered. Not ``Client.wait_for_engines``: that
+        raises ``EngineError: Engine set stopped`` as soon as any engine set the cluster file lists
+        reports a stop, including a one-engine replacement set whose engine died in an earlier run
+        (measured: the second crash of a replaced rank, in a cluster shared by several processes)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self._client.ids) < self.n_ranks:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{self.n_ranks} engines not registered within {timeout_s:g} s "
+                                   f"({len(self._client.ids)} are); see the engine logs under {state_dir()}")
+            time.sleep(0.05)
 
     def _kill_engine(self, eid: int, why: str, *, wait_s: float = 20.0) -> str:
         """SIGKILL a (local) engine and wait until the controller has unregistered it."""

@@ -157,3 +157,24 @@ def test_dead_engine_output_is_kept_out_of_the_notebook() -> None:
         logger.handlers.clear()
     assert seen == ["engine set stopped x"]
     assert len(c.engine_exit_output) == 1 and "gloo::EnforceNotMet" in c.engine_exit_output[0]
+
+
+def test_waiting_for_replacement_engines_polls_the_registered_ids() -> None:
+    from nccl_workbook.cluster import ClusterError
+
+    class Growing:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        @property
+        def ids(self) -> list[int]:
+            self.calls += 1
+            return [0, 1, 2] if self.calls < 3 else [0, 1, 2, 5]
+
+    c = RankCluster(n_ranks=4)
+    c._client = Growing()
+    c._wait_for_registered(5.0)  # returns once the fourth engine registered
+    c._client = _Client([0, 1, 2])
+    with pytest.raises(ClusterError, match="4 engines not registered within 0.1 s"):
+        c._wait_for_registered(0.1)
+    c._client = None
