@@ -135,6 +135,8 @@ class RankCluster:
         self._notes: list[str] = []
         self._hub: ProgressHub | None = None
         self.start_s: float | None = None
+        #: seconds per phase of the last cold start (controller, engines registered, torch import + warm-up)
+        self.start_phases: dict[str, float] = {}
         self._output_filter = _EngineOutputFilter()
 
     # -- construction --------------------------------------------------------------------------
@@ -210,11 +212,17 @@ class RankCluster:
         self._owned = True
         self._start_reaper(cluster_id, str(profile_dir))
         try:
+            phases: dict[str, float] = {}
+            t = time.perf_counter()
             self._ipp_cluster.start_controller_sync(environment=self._env())
+            phases["controller"], t = time.perf_counter() - t, time.perf_counter()
             self._ipp_cluster.start_engines_sync(n=self.n_ranks, environment=self._env())
             self._client = self._ipp_cluster.connect_client_sync()
             self._client.wait_for_engines(self.n_ranks, timeout=self.engine_timeout_s)
+            phases["engines registered"], t = time.perf_counter() - t, time.perf_counter()
             self._setup_engines(sorted(self._client.ids))
+            phases["torch import + warm-up"] = time.perf_counter() - t
+            self.start_phases = phases
         except BaseException as e:
             self.stop()
             raise ClusterError(f"could not start a {self.n_ranks}-engine cluster: {e}") from e
