@@ -34,7 +34,15 @@ import pandas as pd
 
 from nccl_workbook.results import RankStatus
 
-__all__ = ["Verdict", "Diagnosis", "diagnose", "collective_table", "op_from_traceback", "failed_collective_frame"]
+__all__ = [
+    "Verdict",
+    "Diagnosis",
+    "diagnose",
+    "collective_table",
+    "op_from_traceback",
+    "failed_collective_frame",
+    "straggler_scores",
+]
 
 
 class Verdict(str, enum.Enum):
@@ -139,6 +147,60 @@ def failed_collective_frame(trace: pd.DataFrame, diagnosis: Diagnosis, world_siz
         rows[r] = {"arrived_s": round((e - t0) / 1e9, 3), "left_s": round(left, 3),
                    "waited_s": round(left - (e - t0) / 1e9, 3), "status": str(g["status"].iloc[0])}
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols).rename_axis("rank")
+
+
+def straggler_scores(trace: pd.DataFrame, *, steps: tuple[int, int] | None = None, world_size: int | None = None) -> pd.DataFrame:
+    """Per rank: how much of everyone else's waiting it caused, over a window of steps.
+
+    For every collective that all its ranks reached, each rank waited from its own arrival until
+    the last rank arrived; that wait is charged to the last rank. Summed over the window:
+
+    - ``caused_wait_s``: seconds of other ranks' waiting charged to this rank;
+    - ``score``: this rank's share of all charged waiting, from 0 to 1. How to read it: with 4 ranks
+      and nobody special every rank scores about 0.25 (arrival order is noise); 0.9 means 90 % of
+      all the waiting in the window was waiting for this rank, a straggler;
+    - ``last_arrivals``: in how many collectives this rank arrived last;
+    - ``wait_s``: seconds this rank itself spent waiting for others.
+
+    ``steps=(first, last)`` limits the window to collectives issued in those training steps
+    (inclusive). Collectives some rank never reached (a hang) are left out: that is
+    :func:`diagnose`'s job.
+
+    >>> from nccl_workbook.trace import trace_frame
+    >>> rows = [(r, "collective", "ALLREDUCE", "0", s, s, 1, 4, t, t, t + 10, "ok")
+    ...         for s in (1, 2) for r, t in [(0, 1_000_000_000 * s), (1, 1_000_000_000 * s + 500_000_000)]]
+    >>> straggler_scores(trace_frame(rows))[["score", "caused_wait_s", "last_arrivals"]].to_dict("index")
+    {0: {'score': 0.0, 'caused_wait_s': 0.0, 'last_arrivals': 0}, 1: {'score': 1.0, 'caused_wait_s': 1.0, 'last_arrivals': 2}}
+    """
+    coll = trace[trace["kind"] == "collective"]
+    if steps is not None:
+        coll = coll[coll["step"].between(steps[0], steps[1])]
+    ranks = sorted(int(r) for r in trace["rank"].unique()) if world_size is None else list(range(world_size))
+    caused = dict.fromkeys(ranks, 0)
+    waited = dict.fromkeys(ranks, 0)
+    last_count = dict.fromkeys(ranks, 0)
+    for (pg, _seq), g in coll.groupby(["pg", "seq"], sort=False):
+        members = set(int(r) for r in coll.loc[coll["pg"] == pg, "rank"])
+        if set(int(r) for r in g["rank"]) != members or len(members) < 2:
+            continue
+        arrivals = {int(r): int(t) for r, t in zip(g["rank"], g["t_enqueue_ns"])}
+        last_rank = max(arrivals, key=arrivals.__getitem__)
+        t_last = arrivals[last_rank]
+        for r, t in arrivals.items():
+            waited[r] = waited.get(r, 0) + (t_last - t)
+            caused[last_rank] = caused.get(last_rank, 0) + (t_last - t)
+        last_count[last_rank] = last_count.get(last_rank, 0) + 1
+    total = sum(caused.values())
+    out = pd.DataFrame(
+        {
+            "score": [round(caused[r] / total, 4) if total else 0.0 for r in ranks],
+            "caused_wait_s": [round(caused[r] / 1e9, 6) for r in ranks],
+            "last_arrivals": [last_count[r] for r in ranks],
+            "wait_s": [round(waited[r] / 1e9, 6) for r in ranks],
+        },
+        index=pd.Index(ranks, name="rank"),
+    )
+    return out
 
 
 _TB_OPS = [

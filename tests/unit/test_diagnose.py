@@ -75,3 +75,23 @@ def test_op_from_traceback() -> None:
     assert op_from_traceback(tb) == "ALLREDUCE"
     assert op_from_traceback('  File "x.py", line 2, in all_gather_object\n') == "ALLGATHER"
     assert op_from_traceback("nothing") is None and op_from_traceback(None) is None
+
+
+def test_straggler_scores_charge_the_wait_to_the_last_rank() -> None:
+    from nccl_workbook.diagnose import straggler_scores
+
+    rows = []
+    for seq in range(1, 11):
+        t = float(seq)
+        for r in (0, 1, 3):
+            rows.append(coll(r, seq, t + 0.001 * r, t + 0.2))
+        rows.append(coll(2, seq, t + 0.1, t + 0.2))  # rank 2 is always ~0.1 s late
+    rows.append(coll(0, 11, 20.0, None, "timeout"))  # a collective not everyone reached: left out
+    scores = straggler_scores(frame(rows))
+    assert scores["score"].idxmax() == 2 and scores.loc[2, "score"] > 0.95
+    assert scores.loc[2, "last_arrivals"] == 10 and scores.loc[2, "wait_s"] == 0
+    assert abs(scores["score"].sum() - 1.0) < 1e-3
+    assert abs(scores.loc[2, "caused_wait_s"] - 10 * (0.1 + 0.099 + 0.097)) < 1e-6
+    # a window with no collectives charges nobody
+    empty = straggler_scores(frame(rows), steps=(100, 200))
+    assert (empty["score"] == 0).all()
