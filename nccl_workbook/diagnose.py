@@ -6,7 +6,8 @@ others. For the collective that failed, a rank is a *culprit* when it
 
 - never called it (missing: it was elsewhere, raised, or died), or
 - called it only after the waiting ranks' timeout had already run out (late), or
-- called it with a different op or size than the others (mismatch; the minority is blamed).
+- called it with a different op or size than the others (mismatch; the minority is blamed, and
+  every rank that reported when there is no majority).
 
 The verdict is a value (:class:`Diagnosis`), never a log line or an exception.
 
@@ -262,10 +263,21 @@ def diagnose(
     # mismatch: ops or sizes differ at the same sequence number
     sig = {int(r): (str(n), None if pd.isna(k) else int(k)) for r, n, k in zip(at["rank"], at["name"], at["numel"])}
     if len(set(sig.values())) > 1:
-        counts = Counter(sig.values())
-        majority = counts.most_common(1)[0][0]
-        odd = tuple(sorted(r for r, s in sig.items() if s != majority))
+        counts = Counter(sig.values()).most_common()
+        majority = counts[0][0]
         desc = ", ".join(f"rank {r}: {s[0]}(numel={s[1]})" for r, s in sorted(sig.items()))
+        if counts[0][1] == counts[1][1]:
+            # no majority (two ranks, or survivors split evenly after a crash lost a rank's rows):
+            # the trace cannot tell which side is odd, so name every rank that disagrees
+            lost = [r for r in members if r not in sig]
+            ops = {s[0] for s in sig.values()}
+            return Diagnosis(
+                Verdict.MISMATCH, tuple(sorted(sig)), ops.pop() if len(ops) == 1 else majority[0], pg, seq,
+                message=f"collective mismatch at seq {seq} with no majority: {desc}; the trace cannot tell which "
+                        f"side is odd" + (f" (rank(s) {', '.join(map(str, lost))} left no rows)" if lost else ""),
+                evidence=tuple(evidence),
+            )
+        odd = tuple(sorted(r for r, s in sig.items() if s != majority))
         return Diagnosis(
             Verdict.MISMATCH, odd, majority[0], pg, seq, message=f"collective mismatch at seq {seq}: {desc}",
             evidence=tuple(evidence),

@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from nccl_workbook.results import RunResult
 
 __all__ = [
-    "Params", "program", "SCENARIO", "make_lengths", "plan_for", "make_batch", "ConceptEncoderConfig",
+    "Params", "program", "SCENARIO", "make_lengths", "long_rank_of", "plan_for", "make_batch", "ConceptEncoderConfig",
     "build_model", "compare_expand_repeat", "ExpandRepeatComparison", "seed_literal_expand_error",
     "step_breakdown", "plan_summary",
 ]
@@ -75,7 +75,8 @@ class Params:
     short_min: int = 32
     short_max: int = 128
     long_len: int = 1024
-    #: the naive split gives the block of long documents to this rank, at this step
+    #: the naive split gives the block of long documents to this rank (the last rank of a smaller
+    #: run), at this step
     long_rank: int = 2
     long_step: int = 2
     #: ``contiguous`` (broken), ``length-grouped``, ``token-budget`` or ``fixed-length``
@@ -99,6 +100,8 @@ class Params:
             raise ValueError(f"expand_mode must be 'expand' or 'repeat', got {self.expand_mode!r}")
         if not 1 <= self.short_min <= self.short_max <= self.long_len:
             raise ValueError("need 1 <= short_min <= short_max <= long_len")
+        if self.long_rank < 0:
+            raise ValueError(f"long_rank must be >= 0, got {self.long_rank}")
         if not 0 <= self.long_step < self.steps:
             raise ValueError(f"long_step must be in [0, steps), got {self.long_step} with steps={self.steps}")
         if self.dim % self.heads:
@@ -109,16 +112,19 @@ class Params:
         return self.seconds_per_mtok2 * n_sequences * padded_len**2 / 1e6
 
 
+def long_rank_of(params: Params, world_size: int) -> int:
+    """The rank that gets the long documents: ``long_rank``, or the last rank of a smaller run."""
+    return min(params.long_rank, world_size - 1)
+
+
 def make_lengths(params: Params, world_size: int) -> list[int]:
     """The data: ``world_size * batch * steps`` sequence lengths between ``short_min`` and
     ``short_max``, with a block of ``batch`` documents of ``long_len`` tokens where the naive split
     puts them into ``long_rank``'s batch at ``long_step``."""
-    if not 0 <= params.long_rank < world_size:
-        raise ValueError(f"long_rank must be a rank of this run (0..{world_size - 1}), got {params.long_rank}")
     rng = random.Random(params.seed)
     n = world_size * params.batch * params.steps
     lengths = [rng.randint(params.short_min, params.short_max) for _ in range(n)]
-    start = params.long_rank * params.batch * params.steps + params.long_step * params.batch
+    start = long_rank_of(params, world_size) * params.batch * params.steps + params.long_step * params.batch
     lengths[start:start + params.batch] = [params.long_len] * params.batch
     return lengths
 
@@ -252,7 +258,7 @@ SCENARIO = Scenario(
         Variant("fixed-length", "every sequence cut into pieces of <= 256 tokens, padded to 256: identical batches",
                 params={"batching": "fixed-length"}),
     ),
-    expected_culprits=lambda p, ws: (p.long_rank,),
+    expected_culprits=lambda p, ws: (long_rank_of(p, ws),),
     expected_op="ALLREDUCE",
     notebook="09_slow_rank_dynamic_shapes.ipynb",
     deadline_s=lambda p, t: p.step_cost_s(p.batch, p.long_len) * 2 + 4 * t + 30,

@@ -98,8 +98,11 @@ def test_params_are_checked() -> None:
         Params(mismatch_step=4)
     with pytest.raises(ValueError, match="must hold one sample of every class"):
         Params(batch=4)
+    with pytest.raises(ValueError, match="odd_rank must be >= 0"):
+        Params(odd_rank=-1)
     s = get_scenario("collective-mismatch")
     assert s.params_for("agree-first").mode == "agree" and s.expected_culprits(Params(), 4) == (3,)
+    assert s.expected_culprits(Params(), 2) == (1,)  # a smaller run: the last rank is the odd one
 
 
 def test_diagnosis_when_a_bystander_engine_died() -> None:
@@ -178,3 +181,15 @@ def test_waiting_for_replacement_engines_polls_the_registered_ids() -> None:
     with pytest.raises(ClusterError, match="4 engines not registered within 0.1 s"):
         c._wait_for_registered(0.1)
     c._client = None
+
+
+def test_mismatch_without_a_majority_names_every_side() -> None:
+    # three ranks, the receiving rank aborted: one survivor per size, nothing decides between them
+    rows = [coll(0, 1, 0.0, 0.02, "peer_closed", numel=9), coll(2, 1, 0.0, 0.02, "peer_closed", numel=10)]
+    d = diagnose(frame(rows), {0: S.PEER_CLOSED, 1: S.CRASHED, 2: S.PEER_CLOSED}, world_size=3, pg_timeout_s=3)
+    assert d.verdict is Verdict.MISMATCH and d.culprit_ranks == (0, 2) and d.failed_op == "ALLREDUCE"
+    assert "no majority" in d.message and "rank(s) 1 left no rows" in d.message
+    # two ranks calling different collectives: both named, the op of neither side preferred silently
+    rows = [coll(0, 1, 0.0, 3.0, "timeout", op="ALLREDUCE"), coll(1, 1, 0.0, 3.0, "timeout", op="ALLGATHER")]
+    d = diagnose(frame(rows), {0: S.TIMEOUT, 1: S.TIMEOUT}, world_size=2, pg_timeout_s=3)
+    assert d.culprit_ranks == (0, 1) and "no majority" in d.message

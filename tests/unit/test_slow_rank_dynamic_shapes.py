@@ -88,8 +88,11 @@ def test_the_long_documents_land_on_the_long_rank() -> None:
     assert [padded_len(plan[r][p.long_step], p) for r in range(4)] == [106, 125, 1024, 125]
     tokens, mask = make_batch(plan[2][p.long_step], p)
     assert tuple(tokens.shape) == (4, 1024) and not bool(mask.any())
-    with pytest.raises(ValueError, match="long_rank must be a rank"):
-        make_lengths(p, 2)
+    two = plan_for(p, 2)  # a 2-rank run: the last rank gets the long documents
+    assert padded_len(two[1][p.long_step], p) == 1024 and get_scenario("slow-rank-dynamic-shapes").expected_culprits(p, 2) == (1,)
+    assert len(make_lengths(p, 2)) == 2 * p.batch * p.steps
+    with pytest.raises(ValueError, match="long_rank must be >= 0"):
+        Params(long_rank=-1)
     with pytest.raises(ValueError, match="batching must be one of"):
         Params(batching="bucketed")
     with pytest.raises(ValueError, match="expand_mode"):
