@@ -40,9 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.fixes.dataloader import shutdown_workers
 from nccl_workbook.fixes.failfast import FailFast
-from nccl_workbook.scenarios._common import make_ddp, make_mlp, stay_like_nccl
+from nccl_workbook.scenarios._common import make_ddp, make_mlp, rank_stop_frame, stay_like_nccl
 from nccl_workbook.scenarios.base import Scenario, Variant
-from nccl_workbook.scenarios.exception_on_one_rank import short_error
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -181,28 +180,11 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
 def stop_frame(result: RunResult) -> pd.DataFrame:
     """Per rank: when it stopped, in seconds after the stalled rank *started waiting* for its batch
     (from the trace), its status, what it reported, and whether that names the data loader."""
-    import pandas as pd
-
     tr = result.trace
-    cols = ["status", "stopped_after_s", "reported", "names_the_data_loader"]
-    if tr is None or len(tr) == 0:
-        return pd.DataFrame(columns=cols).rename_axis("rank")
-    failed = tr[(tr["kind"] == "region") & (tr["name"] == "load_batch") & (tr["status"] != "ok")]
-    t_wait = int(failed["t_enqueue_ns"].min()) if len(failed) else None
-    rows = {}
-    for out in result.per_rank:
-        steps = tr[(tr["rank"] == out.rank) & (tr["kind"] == "step")]
-        bad = steps[steps["status"] != "ok"]
-        t_stop = int(bad["t_end_ns"].iloc[-1]) if len(bad) and pd.notna(bad["t_end_ns"].iloc[-1]) else None
-        m = result.metrics.get(out.rank, {})
-        text = out.error or str(m.get("stop_reason") or "")
-        rows[out.rank] = {
-            "status": "stopped" if m.get("stopped_early") else out.status.value,
-            "stopped_after_s": None if t_stop is None or t_wait is None else round((t_stop - t_wait) / 1e9, 3),
-            "reported": short_error(text),
-            "names_the_data_loader": "DataLoader" in text,
-        }
-    return pd.DataFrame.from_dict(rows, orient="index", columns=cols).rename_axis("rank")
+    failed = tr[(tr["kind"] == "region") & (tr["name"] == "load_batch") & (tr["status"] != "ok")] if tr is not None and len(tr) else None
+    t_wait = int(failed["t_enqueue_ns"].min()) if failed is not None and len(failed) else None
+    return rank_stop_frame(result, t_wait, cause_column="names_the_data_loader",
+                           names_cause=lambda rank, text: "DataLoader" in text)
 
 
 def race_summary(runs: Mapping[str, RunResult]) -> pd.DataFrame:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.fixes.failfast import FailFast
-from nccl_workbook.scenarios._common import make_ddp, make_mlp, stay_like_nccl
+from nccl_workbook.scenarios._common import make_ddp, make_mlp, rank_stop_frame, short_error, stay_like_nccl
 from nccl_workbook.scenarios.base import Scenario, Variant
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -191,30 +191,15 @@ def stop_frame(result: RunResult) -> pd.DataFrame:
     The failing rank's raise is the end of its failed ``load_batch`` region; a rank stopped when
     its last step ended (its failed collective, or the guard's stop).
     """
-    import pandas as pd
-
     tr = result.trace
-    cols = ["status", "stopped_after_s", "reported", "names_the_cause"]
-    if tr is None or len(tr) == 0:
-        return pd.DataFrame(columns=cols).rename_axis("rank")
-    failed = tr[(tr["kind"] == "region") & (tr["name"] == "load_batch") & (tr["status"] != "ok")]
-    t_raise = int(failed["t_end_ns"].min()) if len(failed) else None
-    fail_rank = int(failed["rank"].iloc[0]) if len(failed) else None
-    rows = {}
-    for out in result.per_rank:
-        steps = tr[(tr["rank"] == out.rank) & (tr["kind"] == "step")]
-        bad = steps[steps["status"] != "ok"]
-        t_stop = int(bad["t_end_ns"].iloc[-1]) if len(bad) and pd.notna(bad["t_end_ns"].iloc[-1]) else None
-        m = result.metrics.get(out.rank, {})
-        text = out.error or str(m.get("stop_reason") or "")
-        names = fail_rank is not None and "ValueError" in text and (out.rank == fail_rank or f"rank {fail_rank}" in text)
-        rows[out.rank] = {
-            "status": "stopped" if m.get("stopped_early") else out.status.value,
-            "stopped_after_s": None if t_stop is None or t_raise is None else round((t_stop - t_raise) / 1e9, 3),
-            "reported": short_error(text),
-            "names_the_cause": bool(names),
-        }
-    return pd.DataFrame.from_dict(rows, orient="index", columns=cols).rename_axis("rank")
+    failed = tr[(tr["kind"] == "region") & (tr["name"] == "load_batch") & (tr["status"] != "ok")] if tr is not None and len(tr) else None
+    t_raise = int(failed["t_end_ns"].min()) if failed is not None and len(failed) else None
+    fail_rank = int(failed["rank"].iloc[0]) if failed is not None and len(failed) else None
+
+    def names(rank: int, text: str) -> bool:
+        return fail_rank is not None and "ValueError" in text and (rank == fail_rank or f"rank {fail_rank}" in text)
+
+    return rank_stop_frame(result, t_raise, cause_column="names_the_cause", names_cause=names)
 
 
 def detection_summary(runs: Mapping[str, RunResult]) -> pd.DataFrame:
@@ -236,17 +221,6 @@ def detection_summary(runs: Mapping[str, RunResult]) -> pd.DataFrame:
             "the_others_reported": str(others["reported"].iloc[0]) if len(others) else "",
         }
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("run")
-
-
-def short_error(text: str, width: int = 120) -> str:
-    """An error without DDP's callback wrapper and gloo's source path, cut to ``width``:
-    ``RuntimeError: Timed out waiting 3000ms for recv operation to complete``."""
-    import re
-
-    text = re.sub(r"Got the following error when running the callback: ", "", text)
-    text = re.sub(r"\[[^\]]*(gloo|c10d)[^\]]*\] ?", "", text)
-    text = re.sub(r"^(\w+: )\1", r"\1", text)
-    return text[:width]
 
 
 SCENARIO = Scenario(
