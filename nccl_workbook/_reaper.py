@@ -78,7 +78,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def remove_cluster_files(cluster_id: str, profile_dir: str) -> None:
-    """Remove the connection, cluster and log files of a cluster whose processes are gone."""
+    """Remove the connection, cluster and log files of a cluster whose processes are gone, and
+    its fork server's folder."""
+    import shutil
+
+    from nccl_workbook._zygote import zygote_dir
+
+    shutil.rmtree(zygote_dir(cluster_id), ignore_errors=True)
     for sub in ("security", "log"):
         folder = os.path.join(profile_dir, sub)
         try:

@@ -13,6 +13,11 @@ The cluster's state lives in a folder the project owns (``$NCCL_WORKBOOK_HOME``,
 process that started them: a reaper process (:mod:`nccl_workbook._reaper`) kills them if that
 process dies without calling :meth:`stop`.
 
+Start-up on Linux: engines are forked from a fork server that has torch and ipyparallel imported
+(:mod:`nccl_workbook._zygote`), instead of each engine importing them again; on 2 cores that takes
+a 4-rank cold start from about 11 s to about 6 s (``bench/run.py``). ``fork_engines=False`` or
+``$NCCL_WORKBOOK_FORK_ENGINES=0`` start every engine as its own ``python -m ipyparallel.engine``.
+
 Usage::
 
     with RankCluster(n_ranks=4) as cluster:          # local engines, gloo on CPU
@@ -48,6 +53,10 @@ __all__ = ["RankCluster", "ClusterRun", "ClusterError", "state_dir", "Progress",
 #: ``PROFILE_DIR::CLUSTER_ID`` of a running cluster that ``RankCluster.start()`` attaches to instead of
 #: starting its own (the test suite sets it so that every notebook reuses one cluster)
 SHARED_ENV = "NCCL_WORKBOOK_SHARED_CLUSTER"
+#: set to 0 to start engines as separate interpreters instead of forks of a preloaded one
+FORK_ENV = "NCCL_WORKBOOK_FORK_ENGINES"
+#: heartbeat period of the controller, in ms (see ``RankCluster.start``)
+HEARTBEAT_MS = 500
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +125,7 @@ class RankCluster:
         backend: str = "gloo",
         engine_timeout_s: float = 90.0,
         engine_env: dict[str, str] | None = None,
+        fork_engines: bool | None = None,
     ) -> None:
         if n_ranks < 1:
             raise ValueError(f"n_ranks must be >= 1, got {n_ranks}")
@@ -125,6 +135,10 @@ class RankCluster:
         self.requested_backend = backend
         self.engine_timeout_s = engine_timeout_s
         self._engine_env = dict(engine_env or {})
+        if fork_engines is None:
+            fork_engines = sys.platform.startswith("linux") and os.environ.get(FORK_ENV, "1") != "0"
+        self.fork_engines = fork_engines
+        self._zygote: subprocess.Popen[bytes] | None = None
         self._ipp_cluster: Any = None  # ipyparallel.Cluster when we own or know it
         self._client: Any = None
         self._owned = False
@@ -135,7 +149,9 @@ class RankCluster:
         self._notes: list[str] = []
         self._hub: ProgressHub | None = None
         self.start_s: float | None = None
-        #: seconds per phase of the last cold start (controller, engines registered, torch import + warm-up)
+        #: seconds per phase of the last cold start: "controller" (launched), "engines registered"
+        #: (with fork_engines this includes the fork server's torch import), "engine setup" (torch
+        #: import, when not forked, and the 1-rank warm-up)
         self.start_phases: dict[str, float] = {}
         self._output_filter = _EngineOutputFilter()
 
@@ -196,17 +212,32 @@ class RankCluster:
         profile_dir = home / "profile_nccl_workbook"
         profile_dir.mkdir(parents=True, exist_ok=True)
         cluster_id = f"nwb-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        extra: dict[str, Any] = {}
+        if self.fork_engines:
+            from nccl_workbook._launcher import ForkEngineSetLauncher
+
+            extra["engine_launcher_class"] = ForkEngineSetLauncher
         self._ipp_cluster = ipp.Cluster(
             profile_dir=str(profile_dir),
             cluster_id=cluster_id,
             n=self.n_ranks,
+            **extra,
             delay=0,
             engine_timeout=int(self.engine_timeout_s),
             log_level=logging.WARNING,
             load_profile=False,
-            # schedulers as threads of one controller process instead of ~8 processes: less to
-            # start on a small machine (measured in bench/run.py)
-            controller_args=["--usethreads"],
+            controller_args=[
+                # schedulers as threads of one controller process instead of ~8 processes: less
+                # to start on a small machine (measured in bench/run.py)
+                "--usethreads",
+                # The hub finishes an engine's registration only on the heartbeat after the
+                # engine's first pong. At ipyparallel's 3 s period that left the engines idle for
+                # 3-6 s of every cold start (measured: no CPU used between 2.7 s and 6.7 s).
+                # 0.5 s makes it 0.5-1 s; 60 misses keep the default tolerance of 30 s before a
+                # silent engine is dropped (a crash is reported sooner by the engine's nanny).
+                f"--HeartMonitor.period={HEARTBEAT_MS}",
+                f"--HeartMonitor.max_heartmonitor_misses={30_000 // HEARTBEAT_MS}",
+            ],
         )
         self._ipp_cluster.log.addFilter(self._output_filter)
         self._owned = True
@@ -214,6 +245,8 @@ class RankCluster:
         try:
             phases: dict[str, float] = {}
             t = time.perf_counter()
+            if self.fork_engines:
+                self._start_zygote(cluster_id, str(profile_dir))
             self._ipp_cluster.start_controller_sync(environment=self._env())
             phases["controller"], t = time.perf_counter() - t, time.perf_counter()
             self._ipp_cluster.start_engines_sync(n=self.n_ranks, environment=self._env())
@@ -221,7 +254,7 @@ class RankCluster:
             self._client.wait_for_engines(self.n_ranks, timeout=self.engine_timeout_s)
             phases["engines registered"], t = time.perf_counter() - t, time.perf_counter()
             self._setup_engines(sorted(self._client.ids))
-            phases["torch import + warm-up"] = time.perf_counter() - t
+            phases["engine setup"] = time.perf_counter() - t
             self.start_phases = phases
         except BaseException as e:
             self.stop()
@@ -288,6 +321,31 @@ class RankCluster:
             env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [_package_parent(), os.environ.get("PYTHONPATH", "")] if p)},
         )
 
+    def _start_zygote(self, cluster_id: str, profile_dir: str) -> None:
+        """Start the fork server (it imports torch while the controller starts) and wait until its
+        socket exists; engines asked of it before its imports are done queue there."""
+        from nccl_workbook import _zygote
+
+        env = {**os.environ, "IPP_CLUSTER_ID": cluster_id, "IPP_PROFILE_DIR": profile_dir, **self._env()}
+        log_path = os.path.join(profile_dir, "log", f"zygote-{cluster_id}.log")
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        with open(log_path, "ab") as out:
+            self._zygote = subprocess.Popen(
+                [sys.executable, "-m", _zygote.CMD_MARKER, cluster_id],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 10
+        while not os.path.exists(_zygote.socket_path(cluster_id)):
+            if self._zygote.poll() is not None or time.monotonic() > deadline:
+                # engines will be started the ordinary way; say why once
+                log.warning("the engine fork server did not start (see %s); starting engines without it", log_path)
+                self._zygote.kill()
+                self._zygote.wait()
+                self._zygote = None
+                return
+            time.sleep(0.01)
+
     def _setup_engines(self, ids: list[int]) -> None:
         """Import torch on the given engines and record who they are."""
         missing = [i for i in ids if i not in self._info]
@@ -326,6 +384,10 @@ class RankCluster:
                     pass
                 remove_cluster_files(cluster.cluster_id, cluster.profile_dir)
         self._ipp_cluster = None
+        if self._zygote is not None:  # killed above with the cluster's processes; collect it
+            self._zygote.kill()
+            self._zygote.wait()
+            self._zygote = None
         if self._reaper is not None:
             self._reaper.terminate()
             try:
@@ -433,6 +495,8 @@ class RankCluster:
             self._wait_for_registered(self.engine_timeout_s)
             self._setup_engines(sorted(set(self._client.ids) - before))
             notes.append(f"started {missing} replacement engine(s) in {time.perf_counter() - t0:.1f} s")
+        # engines another process of a shared cluster started (it replaced a dead one) are new here
+        self._setup_engines(sorted(self._client.ids))
         for n in notes:
             log.info(n)
         return notes

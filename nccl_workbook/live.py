@@ -368,12 +368,19 @@ def local_engine_pids(profile_dir: str | None = None) -> dict[str, list[int]]:
 
     from nccl_workbook.cluster import state_dir
 
+    from nccl_workbook._zygote import CMD_MARKER
+
     base = profile_dir or str(state_dir())
     found: dict[str, list[int]] = {}
-    for p in psutil.process_iter(["pid", "cmdline"]):
+    for p in psutil.process_iter(["pid", "ppid", "cmdline"]):
         try:
             cmd = " ".join(p.info["cmdline"] or [])
-            if "ipyparallel.engine" not in cmd or "nanny" in cmd:
+            if CMD_MARKER in cmd:
+                # an engine forked from the fork server shares its command line; the server is
+                # the one whose parent is not a server
+                if CMD_MARKER not in " ".join(psutil.Process(p.info["ppid"]).cmdline()):
+                    continue
+            elif "ipyparallel.engine" not in cmd or "nanny" in cmd:
                 continue
             env = p.environ()
         except (psutil.Error, OSError):

@@ -17,7 +17,7 @@ def _shared_id() -> str | None:
 
 
 def leftover_processes() -> list[psutil.Process]:
-    """Controller/engine/nanny processes of clusters under this session's state folder, and reapers,
+    """Controller/engine/nanny/fork-server processes of clusters under this session's state folder, and reapers,
     except those of the session's shared cluster."""
     shared = _shared_id()
     found = []
@@ -30,7 +30,7 @@ def leftover_processes() -> list[psutil.Process]:
                 if not (shared and shared in cmd):
                     found.append(p)
                 continue
-            if "ipyparallel" in cmd:
+            if "ipyparallel" in cmd or "nccl_workbook._zygote" in cmd:  # engines forked by it too
                 env = p.environ()
                 if env.get("IPP_PROFILE_DIR", "").startswith(_HOME) and env.get("IPP_CLUSTER_ID") != shared:
                     found.append(p)
