@@ -22,7 +22,7 @@ from nccl_workbook.cluster import SHARED_ENV, RankCluster  # noqa: E402
 from tests._procs import assert_nothing_left, leftover_processes  # noqa: E402
 
 #: one 4-rank cluster for the whole session: the dist tests and every notebook attach to it through
-#: $NCCL_WORKBOOK_SHARED_CLUSTER instead of paying ~12 s of start-up each
+#: $NCCL_WORKBOOK_SHARED_CLUSTER instead of paying ~5 s of start-up each
 _shared: list[RankCluster] = []
 
 

@@ -4,7 +4,9 @@
 
 Rows (each a median over repeats unless it says otherwise):
 
-- cluster cold start to ready (engines up, torch imported, first group warmed), 2 and 4 ranks;
+- cluster cold start to ready (engines up, torch imported, first group warmed), 2 and 4 ranks, and
+  4 ranks without forking engines from the preloaded server (what it saves);
+- replacing a dead engine (what a crash costs the next run);
 - warm re-run overhead: wall time of a run on a started cluster minus the time the ranks spent in
   the program (group init + program + destroy are inside; dispatch and collection are the rest);
 - tracer overhead: DDP step time traced / untraced on 4 ranks (ratio), and µs per traced collective;
@@ -31,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.programs import ddp_steps, noop  # noqa: E402
+from bench.programs import ddp_paired, ddp_steps, die_on_rank, noop  # noqa: E402
 from nccl_workbook.cluster import RankCluster  # noqa: E402
 from nccl_workbook.runner import run_scenario  # noqa: E402
 from nccl_workbook.scenarios import SCENARIOS, get_scenario  # noqa: E402
@@ -49,17 +51,34 @@ def med(xs: list[float]) -> float:
 
 
 def bench_cold_start(repeats: int) -> None:
-    for n in (2, 4):
-        times = []
+    for n, fork in ((2, True), (4, True), (4, False)):
+        times, phase_runs = [], []
         for _ in range(repeats):
-            c = RankCluster(n_ranks=n)
+            c = RankCluster(n_ranks=n, fork_engines=fork)
             t0 = time.perf_counter()
             c.start()
             times.append(time.perf_counter() - t0)
-            phases = dict(c.start_phases)
+            phase_runs.append(dict(c.start_phases))
             c.stop()
-        row(f"cluster cold start to ready, {n} ranks", f"{med(times):.1f} s (min {min(times):.1f}, max {max(times):.1f}; "
-            + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + ")", "< 12 s" if n == 4 else "")
+        phases = {k: med([p[k] for p in phase_runs]) for k in phase_runs[0]}
+        how = "engines forked from the preloaded server" if fork else "every engine its own interpreter (fork_engines=False)"
+        row(f"cluster cold start to ready, {n} ranks, {how}",
+            f"{med(times):.1f} s (min {min(times):.1f}, max {max(times):.1f}; medians: "
+            + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + ")", "< 12 s" if n == 4 and fork else "")
+
+
+def bench_replacement(cluster: RankCluster, repeats: int) -> None:
+    """A rank's engine dies; time until a replacement engine is registered and set up."""
+    times = []
+    for _ in range(repeats):
+        cluster.run(die_on_rank, 1, pg_timeout_s=3, live=False)
+        t0 = time.perf_counter()
+        notes = cluster.ensure_healthy()
+        if any("replacement" in n for n in notes):
+            times.append(time.perf_counter() - t0)
+    how = "forked" if cluster.fork_engines else "not forked"
+    value = f"{med(times):.1f} s (min {min(times):.1f}, max {max(times):.1f})" if times else "no engine was replaced"
+    row(f"replace a dead engine (until registered and set up; engines {how})", value, "")
 
 
 def bench_warm(cluster: RankCluster, repeats: int) -> None:
@@ -74,20 +93,22 @@ def bench_warm(cluster: RankCluster, repeats: int) -> None:
 
 
 def bench_tracer(cluster: RankCluster, repeats: int) -> None:
-    """Interleaved runs (untraced, traced, traced + live publishing), so that load changes on a
-    shared machine hit all three alike; ratios of per-run medians, reported with their range."""
-    ratios, live_ratios, steps = [], [], []
+    """Traced / untraced from paired steps inside each run (``ddp_paired``); live publishing on /
+    off from interleaved runs (it is per run). Ratios are medians over runs, with their range."""
+    ratios, steps, live_ratios = [], [], []
+    for _ in range(max(8, repeats)):
+        run = cluster.run(ddp_paired, 60, pg_timeout_s=10, live=False, trace=True)
+        p = med([float(r.metrics["plain_ms"]) for r in run.reports])
+        ratios.append(med([float(r.metrics["traced_ms"]) for r in run.reports]) / p)
+        steps.append(p)
     for _ in range(max(5, repeats)):
-        plain = cluster.run(ddp_steps, (60, False), pg_timeout_s=10, live=False, trace=False)
         traced = cluster.run(ddp_steps, (60, True), pg_timeout_s=10, live=False, trace=True)
         live = cluster.run(ddp_steps, (60, True), pg_timeout_s=10, live=True, trace=True)
-        p = med([float(r.metrics["step_ms"]) for r in plain.reports])
-        t = med([float(r.metrics["step_ms"]) for r in traced.reports])
-        lv = med([float(r.metrics["step_ms"]) for r in live.reports])
-        ratios.append(t / p)
-        live_ratios.append(lv / t)
-        steps.append(p)
-    row("tracer: DDP step time traced / untraced (4 ranks, 3-layer MLP, 1 gradient bucket, interleaved runs)",
+        live_ratios.append(med([float(r.metrics["step_ms"]) for r in live.reports])
+                           / med([float(r.metrics["step_ms"]) for r in traced.reports]))
+    row("tracer: DDP step time traced / untraced (4 ranks, 3-layer MLP, 1 gradient bucket, alternating "
+        "steps of two model copies in each run; traced = the gradient all-reduce goes through a Python "
+        "comm hook and the tracer)",
         f"{med(ratios):.3f} (range {min(ratios):.2f}–{max(ratios):.2f}; untraced step {med(steps):.1f} ms)", "< 1.03")
     row("live progress publishing: step time with / without (interleaved runs)",
         f"{med(live_ratios):.3f} (range {min(live_ratios):.2f}–{max(live_ratios):.2f})", "")
@@ -138,6 +159,7 @@ def main() -> None:
         bench_cold_start(args.repeats)
     with RankCluster(n_ranks=4) as cluster:
         bench_warm(cluster, args.repeats)
+        bench_replacement(cluster, args.repeats)
         bench_tracer(cluster, args.repeats)
         bench_detection(cluster, args.repeats)
         bench_scenarios(cluster, ids)

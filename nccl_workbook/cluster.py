@@ -14,8 +14,9 @@ process that started them: a reaper process (:mod:`nccl_workbook._reaper`) kills
 process dies without calling :meth:`stop`.
 
 Start-up on Linux: engines are forked from a fork server that has torch and ipyparallel imported
-(:mod:`nccl_workbook._zygote`), instead of each engine importing them again; on 2 cores that takes
-a 4-rank cold start from about 11 s to about 6 s (``bench/run.py``). ``fork_engines=False`` or
+(:mod:`nccl_workbook._zygote`), instead of each engine importing them again. On 2 cores that takes
+a 4-rank cold start from about 8 s to about 4.6 s and a replacement engine to 1.4 s, and halves
+each engine's private memory (``bench/run.py``, README). ``fork_engines=False`` or
 ``$NCCL_WORKBOOK_FORK_ENGINES=0`` start every engine as its own ``python -m ipyparallel.engine``.
 
 Usage::
