@@ -113,6 +113,11 @@ class _EngineOutputFilter(logging.Filter):
             ident, text = record.args  # type: ignore[misc]
             self.outputs.append(f"engine process {ident}:\n{text}")
             return False
+        if isinstance(record.msg, str) and record.msg.startswith("engine set stopped"):
+            # "engine set stopped 1795337106: {'engines': {'0': {'exit_code': -6, ...}}}": a
+            # one-engine replacement set whose engine died; the run reports that rank as crashed
+            self.outputs.append(record.msg)
+            return False
         return True
 
 
@@ -278,6 +283,7 @@ class RankCluster:
             return False
         self._ipp_cluster, self._client, self._owned, self._shared = cluster, client, False, True
         cluster.log.addFilter(self._output_filter)  # for replacement engines this process starts
+        cluster.log.setLevel(logging.WARNING)  # as an owned one: no "Starting 1 engines with …" in cells
         self._setup_engines(sorted(client.ids))
         self.start_s = time.perf_counter() - t0
         return True

@@ -6,7 +6,7 @@ others. For the collective that failed, a rank is a *culprit* when it
 
 - never called it (missing: it was elsewhere, raised, or died), or
 - called it only after the waiting ranks' timeout had already run out (late), or
-- called it with a different op or size than the others (mismatch; the minority is blamed, and
+- called it with a different op, size or dtype than the others (mismatch; the minority is blamed, and
   every rank that reported when there is no majority).
 
 The verdict is a value (:class:`Diagnosis`), never a log line or an exception.
@@ -52,7 +52,7 @@ class Verdict(str, enum.Enum):
     LATE_RANK = "late_rank"
     #: a rank never reached the failed collective
     MISSING_RANK = "missing_rank"
-    #: ranks called different ops or sizes at the same sequence number
+    #: ranks called different ops, sizes or dtypes at the same sequence number
     MISMATCH = "mismatch"
     #: no collective failed, but a rank raised or died
     RANK_FAILED = "rank_failed"
@@ -260,12 +260,18 @@ def diagnose(
     op = Counter(at["name"]).most_common(1)[0][0]
     evidence = [f"{pg=} seq={seq}: {len(arrived)}/{len(members)} ranks arrived"]
 
-    # mismatch: ops or sizes differ at the same sequence number
-    sig = {int(r): (str(n), None if pd.isna(k) else int(k)) for r, n, k in zip(at["rank"], at["name"], at["numel"])}
+    # mismatch: ops, sizes or dtypes differ at the same sequence number
+    sig = {
+        int(r): (str(n), None if pd.isna(k) else int(k), None if pd.isna(d) else str(d))
+        for r, n, k, d in zip(at["rank"], at["name"], at["numel"], at["dtype"])
+    }
     if len(set(sig.values())) > 1:
         counts = Counter(sig.values()).most_common()
         majority = counts[0][0]
-        desc = ", ".join(f"rank {r}: {s[0]}(numel={s[1]})" for r, s in sorted(sig.items()))
+        show_dtype = len({s[2] for s in sig.values()}) > 1  # only when it is what differs
+        desc = ", ".join(
+            f"rank {r}: {s[0]}(numel={s[1]}" + (f", dtype={s[2]})" if show_dtype else ")") for r, s in sorted(sig.items())
+        )
         if counts[0][1] == counts[1][1]:
             # no majority (two ranks, or survivors split evenly after a crash lost a rank's rows):
             # the trace cannot tell which side is odd, so name every rank that disagrees
@@ -306,11 +312,19 @@ def diagnose(
                          message=f"{op} (seq {seq}) failed but every rank arrived in time", evidence=tuple(evidence))
     verdict = Verdict.MISSING_RANK if missing and not late else Verdict.LATE_RANK
     who = ", ".join(map(str, culprits))
-    msg = (
-        f"{op} (pg {pg}, seq {seq}) timed out waiting for rank(s) {who}: "
-        + ("never called it" if verdict is Verdict.MISSING_RANK else f"arrived {skew:.2f} s after the first rank, "
-           f"past the {pg_timeout_s:g} s timeout")
-    )
+    if verdict is Verdict.MISSING_RANK and all(statuses.get(r) is RankStatus.CRASHED for r in missing):
+        # a crashed rank's rows die with its process: absent from the trace is not "never called it"
+        # (measured: gloo aborts the rank that receives fewer bytes than it expects, e.g. the one
+        # rank that all-reduces bfloat16 while the others send float32)
+        msg = (f"{op} (pg {pg}, seq {seq}) failed; rank(s) {who} crashed, and a crashed rank's trace dies "
+               f"with its process, so whether it reached this collective (perhaps with another size or dtype) "
+               f"is unknown")
+    else:
+        msg = (
+            f"{op} (pg {pg}, seq {seq}) timed out waiting for rank(s) {who}: "
+            + ("never called it" if verdict is Verdict.MISSING_RANK else f"arrived {skew:.2f} s after the first rank, "
+               f"past the {pg_timeout_s:g} s timeout")
+        )
     return Diagnosis(verdict, culprits, op, pg, seq, late, missing, skew, msg, tuple(evidence))
 
 

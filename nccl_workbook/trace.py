@@ -27,7 +27,12 @@ t_enqueue_ns   Int64    when the rank called the op / entered the step or region
 t_start_ns     Int64    when the op began on this rank (for CPU/gloo ops: the call time)
 t_end_ns       Int64    when it completed or failed on this rank; NA if it never did
 status         string   ``ok`` | ``timeout`` | ``peer_closed`` | ``error`` | ``running``
+dtype          string   element type of the input in torch's spelling (``float32``, ``bfloat16``, …;
+                        several, comma-separated, for a list of tensors that differ); NA for barrier
 ============== ======== ==========================================================================
+
+``dtype`` is the last column, not next to ``numel``, so that rows written before it existed (tuples
+of the first twelve) still build a frame.
 
 A collective's time on a rank is mostly *waiting* for the last rank to arrive; which rank that was
 is a cross-rank question answered by :mod:`nccl_workbook.diagnose`.
@@ -105,6 +110,7 @@ COLUMNS: dict[str, str] = {
     "t_start_ns": "Int64",
     "t_end_ns": "Int64",
     "status": "string",
+    "dtype": "string",
 }
 _KINDS = {"step", "region", "collective"}
 _STATUSES = {s.value for s in RankStatus} | {"running"}
@@ -126,6 +132,7 @@ class TraceRow:
     t_start_ns: int | None
     t_end_ns: int | None
     status: str
+    dtype: str | None = None
 
 
 class TraceValidationError(ValueError):
@@ -138,7 +145,10 @@ def trace_frame(rows: Sequence[TraceRow | tuple], *, offsets_ns: dict[int, int] 
     ``offsets_ns`` maps rank -> nanoseconds to *subtract* from that rank's times (its clock's
     lead over the client's), for traces from several hosts.
     """
+    n = len(COLUMNS)
     tuples = [tuple(r.__dict__.values()) if isinstance(r, TraceRow) else tuple(r) for r in rows]
+    # rows from before the dtype column (e.g. stored results) lack it: NA
+    tuples = [t + (None,) * (n - len(t)) if len(t) == n - 1 else t for t in tuples]
     # object first: a column of ints with None would otherwise go through float64 and lose the last
     # digits of nanosecond wall-clock times (they round to 256 ns)
     df = pd.DataFrame(tuples, columns=list(COLUMNS), dtype=object) if tuples else pd.DataFrame(columns=list(COLUMNS))
@@ -178,16 +188,24 @@ def validate_trace(df: pd.DataFrame) -> None:
         raise TraceValidationError("collective rows need a seq number")
 
 
-def _tensor_size(obj: Any) -> tuple[int | None, int | None]:
-    """(numel, nbytes) of a tensor or a list of tensors; (None, None) for anything else."""
+def _tensor_size(obj: Any) -> tuple[int | None, int | None, str | None]:
+    """(numel, nbytes, dtype) of a tensor or a list of tensors; Nones for anything else. ``dtype``
+    in torch's spelling without ``torch.``; the distinct dtypes, sorted and comma-separated, for a
+    list of tensors that differ."""
     import torch
 
     if isinstance(obj, torch.Tensor):
-        return obj.numel(), obj.numel() * obj.element_size()
+        return obj.numel(), obj.numel() * obj.element_size(), dtype_name(obj.dtype)
     if isinstance(obj, (list, tuple)) and obj and all(isinstance(t, torch.Tensor) for t in obj):
         n = sum(t.numel() for t in obj)
-        return n, sum(t.numel() * t.element_size() for t in obj)
-    return None, None
+        dtypes = ",".join(sorted({dtype_name(t.dtype) for t in obj}))
+        return n, sum(t.numel() * t.element_size() for t in obj), dtypes
+    return None, None, None
+
+
+def dtype_name(dtype: Any) -> str:
+    """``torch.bfloat16`` -> ``bfloat16``."""
+    return str(dtype).removeprefix("torch.")
 
 
 # which positional argument holds the *input* tensor(s), per op
@@ -312,11 +330,12 @@ class Tracer:
                 group = args[0]
             pg = tracer._pg_name(group)
             src = args[_INPUT_ARG[fn_name]] if fn_name in _INPUT_ARG and len(args) > _INPUT_ARG[fn_name] else kwargs.get(_INPUT_KW.get(fn_name, ""), None)
-            numel, nbytes = _tensor_size(src)
+            numel, nbytes, dtype = _tensor_size(src)
             with tracer._lock:
                 seq = tracer._seq[pg] = tracer._seq.get(pg, 0) + 1
             t0 = time.time_ns()
-            row = TraceRow(tracer.rank, "collective", op, pg, seq, tracer._current_step, numel, nbytes, t0, t0, None, "running")
+            row = TraceRow(tracer.rank, "collective", op, pg, seq, tracer._current_step, numel, nbytes, t0, t0, None,
+                           "running", dtype)
             tracer._emit(row)
             tracer._local.depth = 1
             try:

@@ -38,7 +38,7 @@ barrier                   ``gloo:barrier`` (no tensor)       ``nccl:all_reduce_b
 
 Because gloo records no completion, a gloo entry's fate is *inferred*: a rank that moved on to
 the next collective of the group finished it; a rank's last collective of a group counts as
-completed when every member reached it, with the same op and size, within the timeout, and as
+completed when every member reached it, with the same op, size and dtype, within the timeout, and as
 in flight (``running``) otherwise. A dump also cannot tell a rank that timed out from one that
 found its peers gone: every rank left inside an unfinished collective has status ``timeout`` in
 :func:`statuses_from_dumps`.

@@ -72,6 +72,7 @@ class _Op:
     name: str
     numel: int | None
     nbytes: int | None
+    dtype: str | None
     created_ns: int
     started_ns: int | None
     completed_ns: int | None
@@ -98,6 +99,7 @@ def _ops(dumps: FlightDumps) -> list[_Op]:
             name = last.op if marker and last.op != "COALESCED" else kinds.pop() if len(kinds) == 1 else "COALESCED"
             numels = [e.numel for e in members]
             nbytes = [e.nbytes for e in members]
+            dtypes = {e.dtype for e in members}
             ops.append(_Op(
                 rank=r,
                 pg=f"{first.pg_name}:p2p" if first.is_p2p else first.pg_name,
@@ -105,6 +107,7 @@ def _ops(dumps: FlightDumps) -> list[_Op]:
                 name=name,
                 numel=None if any(n is None for n in numels) else sum(numels),  # type: ignore[arg-type]
                 nbytes=None if any(n is None for n in nbytes) else sum(nbytes),  # type: ignore[arg-type]
+                dtype=None if None in dtypes else ",".join(sorted(set(",".join(dtypes).split(",")))),
                 created_ns=first.time_created_ns,
                 started_ns=last.time_discovered_started_ns,
                 completed_ns=last.time_discovered_completed_ns,
@@ -125,15 +128,15 @@ class _Fate:
 def _fates(dumps: FlightDumps, ops: list[_Op]) -> list[_Fate]:
     """Status and times of each op. gloo's are inferred: an op the rank moved past (a later
     sequence number of the same group) finished; the rank's last op of a group finished when
-    every member reached it, with the same op and size, within its timeout."""
+    every member reached it, with the same op, size and dtype, within its timeout."""
     members = group_members(dumps)
     members.update({f"{k}:p2p": v for k, v in list(members.items())})
     at: dict[tuple[str, int], dict[int, int]] = defaultdict(dict)
-    sigs: dict[tuple[str, int], set[tuple[str, int | None]]] = defaultdict(set)
+    sigs: dict[tuple[str, int], set[tuple[str, int | None, str | None]]] = defaultdict(set)
     last_seq: dict[tuple[int, str], int] = {}
     for o in ops:
         at[(o.pg, o.seq)][o.rank] = o.created_ns
-        sigs[(o.pg, o.seq)].add((o.name, o.numel))
+        sigs[(o.pg, o.seq)].add((o.name, o.numel, o.dtype))
         last_seq[(o.rank, o.pg)] = max(last_seq.get((o.rank, o.pg), o.seq), o.seq)
     fates = []
     for o in ops:
@@ -161,12 +164,12 @@ def _fates(dumps: FlightDumps, ops: list[_Op]) -> list[_Fate]:
 def trace_from_dumps(dumps: FlightDumps) -> pd.DataFrame:
     """The dumps as a trace frame (:data:`nccl_workbook.trace.COLUMNS`): one ``collective`` row
     per recorded op (a coalesced group is one row), ``name`` in NCCL's spelling, ``pg`` the process
-    group name (``<name>:p2p`` for send/recv), ``seq`` its sequence number, ``numel``/``nbytes``
+    group name (``<name>:p2p`` for send/recv), ``seq`` its sequence number, ``numel``/``nbytes``/``dtype``
     from the input sizes and dtypes, ``t_enqueue_ns`` = ``time_created_ns``.
 
     ``status``/``t_end_ns``: NCCL entries are ``ok`` with the time the watchdog saw them complete,
     or ``running`` (in flight when the dump was taken) with ``t_end_ns`` NA. gloo records neither:
-    an entry is ``ok`` when the rank moved on, or every member reached it with the same op and size
+    an entry is ``ok`` when the rank moved on, or every member reached it with the same op, size and dtype
     within the timeout, with ``t_end_ns`` = the last member's arrival (the earliest it can have
     completed), else ``running``; ``t_start_ns`` is the call time, as the tracer records it.
     """
@@ -175,7 +178,8 @@ def trace_from_dumps(dumps: FlightDumps) -> pd.DataFrame:
     selected = select_run(dumps)
     ops = _ops(selected)
     rows = [
-        (o.rank, "collective", o.name, o.pg, o.seq, None, o.numel, o.nbytes, o.created_ns, f.t_start_ns, f.t_end_ns, f.status)
+        (o.rank, "collective", o.name, o.pg, o.seq, None, o.numel, o.nbytes, o.created_ns, f.t_start_ns, f.t_end_ns, f.status,
+         o.dtype)
         for o, f in zip(ops, _fates(selected, ops))
     ]
     return trace_frame(rows)

@@ -144,6 +144,16 @@ _DTYPE_BYTES: dict[str, int] = {
     "UInt32": 4, "UInt64": 8, "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1,
 }
 
+#: the recorder's ScalarType names -> torch's spelling (the trace's ``dtype`` column)
+_DTYPE_NAMES: dict[str, str] = {
+    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64",
+    "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
+    "ComplexHalf": "complex32", "ComplexFloat": "complex64", "ComplexDouble": "complex128", "UInt16": "uint16",
+    "UInt32": "uint32", "UInt64": "uint64", "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2",
+    "Float8_e4m3fnuz": "float8_e4m3fnuz", "Float8_e5m2fnuz": "float8_e5m2fnuz",
+}
+assert _DTYPE_NAMES.keys() == _DTYPE_BYTES.keys()
+
 #: backends whose recorder marks entries completed (gloo's never does)
 TRACKS_COMPLETION = {"nccl", "ncclx", "rccl", "rcclx", "xccl", "hccl", "mccl"}
 
@@ -207,6 +217,13 @@ class FlightEntry:
         if not self.input_sizes:
             return None
         return sum(math.prod(s) for s in self.input_sizes)
+
+    @property
+    def dtype(self) -> str | None:
+        """The inputs' dtype in torch's spelling (distinct ones comma-separated), None without inputs."""
+        if not self.input_dtypes:
+            return None
+        return ",".join(sorted({_DTYPE_NAMES.get(d, d) for d in self.input_dtypes}))
 
     @property
     def nbytes(self) -> int | None:

@@ -51,7 +51,7 @@ from nccl_workbook.fixes.uneven import max_across_ranks
 from nccl_workbook.scenarios._common import make_ddp, make_mlp
 from nccl_workbook.scenarios.base import Scenario, Variant
 
-__all__ = ["Params", "program", "SCENARIO", "make_batch", "log_class_counts"]
+__all__ = ["Params", "program", "SCENARIO", "make_batch", "log_class_counts", "dtype_program"]
 
 _KINDS = {"shape", "op"}
 _MODES = {"broken", "static", "agree"}
@@ -187,6 +187,19 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
         "histogram_ok": bool(total is not None and int(total.sum()) == expected),
         "final_loss": float(loss),
     }
+
+
+def dtype_program(ctx: Any, dtype: str) -> dict[str, Any]:
+    """The dtype face of the same bug: every rank all-reduces 8 ones in float32, the last rank in
+    ``dtype`` (say its metric tensor came from another code path). Returns the rank's sum, which is
+    ``8 * world_size`` when nothing went wrong."""
+    import torch
+    import torch.distributed as dist
+
+    odd = ctx.rank == ctx.world_size - 1
+    t = torch.ones(8, dtype=getattr(torch, dtype) if odd else torch.float32)
+    dist.all_reduce(t)
+    return {"sum": float(t.double().sum())}
 
 
 SCENARIO = Scenario(

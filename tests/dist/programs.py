@@ -40,3 +40,4 @@ def use_fixes_like_a_user(ctx: Any, params: float) -> dict[str, Any]:
     squares = sharded(lambda i: i * i, 10)
     dist.barrier()
     return {"main_result": str(main_result), "squares_ok": squares == [i * i for i in range(10)], "rank": dist.get_rank()}
+

@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from nccl_workbook.cluster import RankCluster
+from nccl_workbook.diagnose import Verdict, diagnose
 from nccl_workbook.results import Outcome, RankStatus
 from nccl_workbook.runner import run_scenario
+from nccl_workbook.scenarios.collective_mismatch import dtype_program
+from nccl_workbook.trace import trace_frame
 
 ID = "collective-mismatch"
 
@@ -64,3 +69,34 @@ def test_broken_crash_is_diagnosed_and_recovered_and_detail_reports_it(cluster: 
     assert detail.wall_s < broken.pg_timeout_s  # reported long before any timeout
     fixed = run_scenario(cluster, ID, "agree-first", kind="op")
     assert fixed.ok and all(m["histogram_ok"] for m in fixed.metrics.values())
+
+
+def test_dtype_mismatch_on_gloo(cluster: RankCluster) -> None:
+    """One rank all-reduces another dtype than the others (measured on gloo, deterministic):
+    bigger elements abort a bystander and the trace names the odd rank and its dtype; smaller
+    elements abort the odd rank itself; elements of the same size corrupt the sum silently, unless
+    DETAIL is on."""
+    def diag(run):  # noqa: ANN001, ANN202
+        trace = trace_frame([row for rep in run.reports for row in rep.rows], offsets_ns=run.clock_offsets_ns)
+        return diagnose(trace, {r.rank: r.status for r in run.reports}, world_size=4, pg_timeout_s=3)
+
+    wide = cluster.run(dtype_program, "float64", pg_timeout_s=3)
+    d = diag(wide)
+    assert d.verdict is Verdict.MISMATCH and d.culprit_ranks == (3,), d.message
+    assert "rank 3: ALLREDUCE(numel=8, dtype=float64)" in d.message
+    assert RankStatus.CRASHED in {r.status for r in wide.reports}
+
+    narrow = cluster.run(dtype_program, "bfloat16", pg_timeout_s=3)
+    d = diag(narrow)
+    assert narrow.reports[3].status is RankStatus.CRASHED and d.culprit_ranks == (3,)
+    assert "crashed" in d.message and "never called it" not in d.message
+
+    same_size = cluster.run(dtype_program, "int32", pg_timeout_s=3)
+    assert all(r.status is RankStatus.OK for r in same_size.reports)
+    sums = [r.metrics["sum"] for r in same_size.reports]
+    # no error anywhere, and every sum is wrong (4 ranks of ones should give 32): rank 3's int32 ones
+    # read as float32 are ~1e-45, and the others' float32 ones read as int32 are 1065353216
+    assert sums[:3] == pytest.approx([24.0] * 3, rel=1e-6) and abs(sums[3] - 32.0) > 1e6
+    # DETAIL compares dtypes in its fingerprint: every rank gets the report instead of a wrong sum
+    detail = cluster.run(dtype_program, "int32", pg_timeout_s=3, debug_level="DETAIL")
+    assert all(r.status is RankStatus.ERROR and "Detected mismatch" in (r.error or "") for r in detail.reports)

@@ -8,9 +8,9 @@ S = 1_000_000_000  # ns per second
 
 
 def coll(rank: int, seq: int, t_s: float, end_s: float | None, status: str = "ok", *, op: str = "ALLREDUCE",
-         pg: str = "0", numel: int | None = 1) -> TraceRow:
+         pg: str = "0", numel: int | None = 1, dtype: str | None = None) -> TraceRow:
     return TraceRow(rank, "collective", op, pg, seq, None, numel, None if numel is None else 4 * numel,
-                    int(t_s * S), int(t_s * S), None if end_s is None else int(end_s * S), status)
+                    int(t_s * S), int(t_s * S), None if end_s is None else int(end_s * S), status, dtype)
 
 
 def step(rank: int, i: int, t_s: float, end_s: float, status: str = "ok") -> TraceRow:

@@ -31,6 +31,9 @@ def test_crashed_rank_without_rows_is_missing() -> None:
     rows = [coll(r, 1, 0.0, 3.0, "timeout") for r in (0, 1, 3)]
     d = diagnose(frame(rows), {0: S.TIMEOUT, 1: S.TIMEOUT, 2: S.CRASHED, 3: S.TIMEOUT}, world_size=4, pg_timeout_s=3)
     assert d.culprit_ranks == (2,) and d.verdict is Verdict.MISSING_RANK
+    assert "crashed" in d.message and "never called it" not in d.message  # its rows died with it
+    alive = diagnose(frame(rows), {0: S.TIMEOUT, 1: S.TIMEOUT, 2: S.TIMEOUT, 3: S.TIMEOUT}, world_size=4, pg_timeout_s=3)
+    assert alive.culprit_ranks == (2,) and "never called it" in alive.message
 
 
 def test_mismatch_blames_the_minority() -> None:
@@ -45,6 +48,17 @@ def test_size_mismatch() -> None:
     rows = [coll(0, 1, 0.0, 1.0, "error", numel=10), coll(1, 1, 0.0, 1.0, "error", numel=10), coll(2, 1, 0.0, 1.0, "error", numel=12)]
     d = diagnose(frame(rows), {r: S.ERROR for r in range(3)}, world_size=3, pg_timeout_s=3)
     assert d.verdict is Verdict.MISMATCH and d.culprit_ranks == (2,)
+
+
+def test_dtype_mismatch_names_the_odd_rank_and_shows_dtypes_only_when_they_differ() -> None:
+    rows = [coll(r, 1, 0.0, 3.0, "timeout", numel=8, dtype="float32") for r in (0, 1, 3)]
+    rows += [coll(2, 1, 0.0, 3.0, "timeout", numel=8, dtype="bfloat16")]
+    d = diagnose(frame(rows), {r: S.TIMEOUT for r in range(4)}, world_size=4, pg_timeout_s=3)
+    assert d.verdict is Verdict.MISMATCH and d.culprit_ranks == (2,)
+    assert "rank 2: ALLREDUCE(numel=8, dtype=bfloat16)" in d.message and "rank 0: ALLREDUCE(numel=8, dtype=float32)" in d.message
+    same = [coll(r, 1, 0.0, 1.0, "error", numel=10 + (r == 2), dtype="float32") for r in range(3)]
+    d2 = diagnose(frame(same), {r: S.ERROR for r in range(3)}, world_size=3, pg_timeout_s=3)
+    assert d2.culprit_ranks == (2,) and "dtype" not in d2.message
 
 
 def test_all_ok_and_no_collective_failure() -> None:

@@ -299,6 +299,7 @@ def test_nccl_frame_states_and_times() -> None:
     barrier = df[df["name"] == "BARRIER"]
     assert set(barrier["rank"]) == {1, 2, 3} and (barrier["status"] == "running").all() and barrier["t_end_ns"].isna().all()
     assert (barrier["seq"] == 5).all() and (barrier["numel"] == 1).all() and (df["kind"] == "collective").all()
+    assert set(done["dtype"]) == {"float32"}  # the recorder's "Float", in torch's spelling
     assert statuses_from_dumps(dumps_of(fac.rank0_late_job())) == {0: RankStatus.OK, 1: RankStatus.TIMEOUT,
                                                                      2: RankStatus.TIMEOUT, 3: RankStatus.TIMEOUT}
 
@@ -312,6 +313,16 @@ def test_gloo_frame_infers_completion() -> None:
     assert (df.loc[df["name"] == "BARRIER", "status"] == "running").all()  # 4.8 s spread > 3 s timeout
     on_time = trace_from_dumps(gloo_late(0.5))
     assert (on_time["status"] == "ok").all()  # everyone reached it within the timeout
+
+
+def test_gloo_last_collective_with_a_different_dtype_did_not_complete() -> None:
+    job = {r: fac.dump([fac.entry(0, 1, backend="gloo", t_s=0.1, dtype="BFloat16" if r == 1 else "Float")],
+                       backend="gloo", world_size=2) for r in (0, 1)}
+    df = trace_from_dumps(dumps_of(job, 2))
+    assert df.set_index("rank")["dtype"].to_dict() == {0: "float32", 1: "bfloat16"}
+    assert (df["status"] == "running").all()  # same op and size, but not the same dtype
+    same = {r: fac.dump([fac.entry(0, 1, backend="gloo", t_s=0.1)], backend="gloo", world_size=2) for r in (0, 1)}
+    assert (trace_from_dumps(dumps_of(same, 2))["status"] == "ok").all()
 
 
 def test_coalesced_group_is_one_row_and_p2p_has_its_own_group() -> None:

@@ -43,11 +43,27 @@ def test_tracer_records_collectives_steps_and_regions(group: None) -> None:
     assert list(colls["seq"]) == list(range(1, len(colls) + 1))  # one counter per group, from 1
     first = colls.iloc[0]
     assert first["numel"] == 10 and first["nbytes"] == 40 and first["step"] == 0
-    assert colls.iloc[1]["nbytes"] == 24  # float64
+    assert colls.iloc[1]["nbytes"] == 24 and colls.iloc[1]["dtype"] == "float64"
+    assert first["dtype"] == "float32"
     assert (df["status"] == "ok").all() and df["t_end_ns"].notna().all()
     assert set(df["kind"]) == {"step", "region", "collective"}
     assert tracer.steps_done == 1
-    assert pd.isna(colls.iloc[-1]["numel"])  # barrier has no tensor
+    assert pd.isna(colls.iloc[-1]["numel"]) and pd.isna(colls.iloc[-1]["dtype"])  # barrier has no tensor
+
+
+def test_dtype_of_tensor_lists_and_rows_from_before_the_column(group: None) -> None:
+    tracer = Tracer(rank=0)
+    with tracer.installed():
+        out = [torch.zeros(2, dtype=torch.bfloat16)]
+        dist.all_gather(out, torch.ones(2, dtype=torch.bfloat16))
+    df = trace_frame(tracer.rows)
+    assert df["dtype"].iloc[0] == "bfloat16"
+    from nccl_workbook.trace import _tensor_size
+
+    assert _tensor_size([torch.ones(2), torch.ones(3, dtype=torch.int64)]) == (5, 8 + 24, "float32,int64")
+    # twelve-field rows (stored before the dtype column existed) still make a valid frame, dtype NA
+    old = tuple(coll(0, 1, 0.0, 0.1).__dict__.values())[:-1]
+    assert len(old) == len(COLUMNS) - 1 and pd.isna(trace_frame([old])["dtype"].iloc[0])
 
 
 def test_failed_collective_and_step_are_recorded(group: None) -> None:
