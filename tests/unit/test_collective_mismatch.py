@@ -154,12 +154,14 @@ def test_dead_engine_output_is_kept_out_of_the_notebook() -> None:
     logger.addHandler(Keep())
     try:
         logger.warning("Output for %s:\n%s", "2", "terminate called after throwing an instance of 'gloo::EnforceNotMet'")
-        logger.warning("engine set stopped %s", "x")
+        logger.warning("engine set stopped 17: {'engines': {'0': {'exit_code': -6}}, 'exit_code': -6}")
+        logger.warning("Controller stopped: %s", "x")
     finally:
         logger.filters.clear()
         logger.handlers.clear()
-    assert seen == ["engine set stopped x"]
-    assert len(c.engine_exit_output) == 1 and "gloo::EnforceNotMet" in c.engine_exit_output[0]
+    assert seen == ["Controller stopped: x"]  # everything else still reaches the log
+    assert len(c.engine_exit_output) == 2 and "gloo::EnforceNotMet" in c.engine_exit_output[0]
+    assert "exit_code': -6" in c.engine_exit_output[1]
 
 
 def test_waiting_for_replacement_engines_polls_the_registered_ids() -> None:
