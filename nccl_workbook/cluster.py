@@ -33,8 +33,10 @@ cluster is only used, never stopped. Killing a hung engine needs it to run on th
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +50,7 @@ from typing import Any
 from nccl_workbook.live import HangReport, ProgressHub, detect_hang
 from nccl_workbook.rank import EngineInfo, RankSpec, engine_clock, engine_setup, pick_rendezvous, run_rank
 from nccl_workbook.results import RankReport, RankStatus
+from nccl_workbook.trace import read_spill
 
 __all__ = ["RankCluster", "ClusterRun", "ClusterError", "state_dir", "Progress", "SHARED_ENV"]
 
@@ -599,12 +602,18 @@ class RankCluster:
         run_id = uuid.uuid4().hex[:12]
         local = len(set(hosts)) == 1 and hosts[0] == _this_host()
         hub = self._progress_hub(local) if live else None
+        # local ranks also append their trace rows to a file, so a rank whose engine dies or is
+        # killed still has its rows in the result (they would die with the process otherwise)
+        spill_dir = state_dir() / "spill" / run_id if local and trace else None
+        if spill_dir is not None:
+            spill_dir.mkdir(parents=True, exist_ok=True)
         specs = [
             RankSpec(
                 rank=r, world_size=ws, local_rank=local_ranks[r], backend=backend,
                 init_method=f"tcp://{addr}:{port}", pg_timeout_s=float(pg_timeout_s),
                 program=program, params=params, debug_level=debug_level, flight_recorder=flight_recorder,
                 progress=(hub.host, hub.port, run_id) if hub is not None else None, trace=trace,
+                spill_path=str(spill_dir / f"rank{r}.jsonl") if spill_dir is not None else None,
             )
             for r in range(ws)
         ]
@@ -630,6 +639,17 @@ class RankCluster:
             notes.append(self._kill_engine(ids[r], why))
             reports[r] = _synthetic_report(r, RankStatus.TIMEOUT, why, self._info.get(ids[r]))
         wall = time.perf_counter() - t0
+        if spill_dir is not None:
+            for r, rep in list(reports.items()):
+                # only a report made up here (dead or killed engine) lacks the rows it recorded
+                rows = () if rep.rows else read_spill(str(spill_dir / f"rank{r}.jsonl"))
+                if rows and rep.status is RankStatus.CRASHED:
+                    rows = _close_at_death(rows, [row for o, other in reports.items() if o != r for row in other.rows],
+                                           fallback_ns=rep.t_end_ns)
+                if rows:
+                    reports[r] = dataclasses.replace(rep, rows=rows)
+                    notes.append(f"rank {r}: {len(rows)} trace row(s) read back from the file its tracer wrote them to")
+            shutil.rmtree(spill_dir, ignore_errors=True)
         if progress is not None:
             progress(wall, ws, ws)
         for r, rep in reports.items():
@@ -686,6 +706,20 @@ class RankCluster:
                 return _synthetic_report(rank, RankStatus.CRASHED, f"engine died: {e.evalue}", self._info.get(eid))
             # run_rank catches everything; any other RemoteError means it could not even start
             return _synthetic_report(rank, RankStatus.ERROR, f"{e.ename}: {e.evalue}", self._info.get(eid))
+
+
+def _close_at_death(rows: tuple[tuple, ...], others: list[tuple], *, fallback_ns: int) -> tuple[tuple, ...]:
+    """A dead rank's rows that were still open end, with status ``crashed``, when it died. That
+    moment is not recorded; the best estimate is the first time after its last event at which a
+    peer saw a connection close (gloo peers notice within milliseconds), else ``fallback_ns``
+    (when the client learnt of the death)."""
+    i_enq, i_end, i_status = 8, 10, 11  # positions in trace.COLUMNS
+    last = max(max(r[i_enq], r[i_end] or 0) for r in rows)
+    seen = [o[i_end] for o in others if o[i_status] == RankStatus.PEER_CLOSED.value and o[i_end] and o[i_end] >= last]
+    died = min(seen, default=max(fallback_ns, last))
+    return tuple(
+        r[:i_end] + (died, RankStatus.CRASHED.value) + r[i_status + 1:] if r[i_end] is None else r for r in rows
+    )
 
 
 def _resolve(hang: HangReport, states: dict) -> HangReport:  # noqa: ANN001

@@ -89,7 +89,7 @@ class Diagnosis:
         }
 
 
-_FAILED = {"timeout", "peer_closed", "error", "running"}
+_FAILED = {"timeout", "peer_closed", "error", "running", "crashed"}
 
 
 def collective_table(trace: pd.DataFrame) -> pd.DataFrame:

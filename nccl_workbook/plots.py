@@ -45,6 +45,7 @@ STATUS_COLOURS = {
     "peer_closed": "#f57c00", # a peer gave up first: orange
     "error": "#7b1fa2",
     "running": "#000000",
+    "crashed": "#000000",     # its process died inside it (rows read back from the rank's spill file)
 }
 REGION_COLOUR = "#43a047"     # compute regions (sample generation, log flush…): green
 STEP_COLOUR = "#e3f2fd"       # training steps: pale blue background
@@ -85,7 +86,7 @@ def timeline(df: pd.DataFrame, *, order: Sequence[str] | None = None, timeouts_s
                 end = float(r["t_end_rel_ns"]) / 1e9 if pd.notna(r["t_end_rel_ns"]) else t_max
                 ax.barh(int(r["rank"]), max(end - start, t_max * 0.002), left=start, height=height,
                         color=colour_of(r), edgecolor="none")
-                if kind == "collective" and r["status"] in ("timeout", "peer_closed", "error"):
+                if kind == "collective" and r["status"] in ("timeout", "peer_closed", "error", "crashed"):
                     ax.plot([end], [int(r["rank"])], marker="x", color="black", markersize=7)
                 if kind != "step" and end - start > 0.08 * t_max:
                     label = str(r["name"]) if kind == "region" else f"{r['name']} (pg {r['pg']}, seq {r['seq']})"
@@ -108,6 +109,8 @@ def timeline(df: pd.DataFrame, *, order: Sequence[str] | None = None, timeouts_s
         Patch(color=STATUS_COLOURS["timeout"], label="in a collective, timed out"),
         Patch(color=STATUS_COLOURS["peer_closed"], label="in a collective, peer closed"),
     ]
+    if (df["status"] == "crashed").any():
+        handles.append(Patch(color=STATUS_COLOURS["crashed"], label="in a collective when its process died"))
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)

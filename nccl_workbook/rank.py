@@ -69,6 +69,8 @@ class RankSpec:
     progress: tuple[str, int, str] | None = None
     #: wrap the collectives with the tracer (off for micro-benchmarks, where ~10 µs per call matters)
     trace: bool = True
+    #: file the tracer also appends its rows to, so they survive the engine's death (local runs)
+    spill_path: str | None = None
 
 
 @dataclass
@@ -170,7 +172,7 @@ def run_rank(spec: RankSpec) -> RankReport:
 
         host, port, run_id = spec.progress
         publisher = ProgressPublisher((host, port), run_id, spec.rank)
-    tracer = Tracer(spec.rank, on_event=publisher.on_event if publisher is not None else None)
+    tracer = Tracer(spec.rank, on_event=publisher.on_event if publisher is not None else None, spill=spec.spill_path)
     status, error, exc_type, tb = RankStatus.OK, None, None, None
     metrics: dict[str, Any] = {}
     device = torch.device("cpu")
@@ -209,6 +211,7 @@ def run_rank(spec: RankSpec) -> RankReport:
     finally:
         if publisher is not None:
             publisher.close()
+        tracer.close()
         fr_dump = _flight_recorder_dump() if (status is not RankStatus.OK or spec.flight_recorder) else None
         if dist.is_initialized():
             try:

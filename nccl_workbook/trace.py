@@ -55,6 +55,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -73,6 +75,7 @@ __all__ = [
     "trace_frame",
     "validate_trace",
     "TraceValidationError",
+    "read_spill",
 ]
 
 #: torch.distributed function -> op name as NCCL's WorkNCCL / flight recorder spell it
@@ -133,6 +136,28 @@ class TraceRow:
     t_end_ns: int | None
     status: str
     dtype: str | None = None
+
+
+def read_spill(path: str) -> tuple[tuple, ...]:
+    """The rows a :class:`Tracer` spilled to ``path``, each in its last state, in the order they
+    opened: what a rank had recorded when its process died. A torn last line is skipped; a missing
+    file gives no rows."""
+    latest: dict[tuple, tuple] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ()
+    for line in lines:
+        try:
+            row = tuple(json.loads(line))
+        except ValueError:
+            continue
+        if len(row) != len(COLUMNS):
+            continue
+        # a row is (rank, kind, name, pg, seq, step, …, t_enqueue_ns): those never change when it closes
+        latest[(row[1], row[2], row[3], row[4], row[5], row[8])] = row  # dict keeps first-insertion order
+    return tuple(latest.values())
 
 
 class TraceValidationError(ValueError):
@@ -227,8 +252,18 @@ class Tracer:
     process. ``on_event`` (optional) is called with every row as it is opened and closed; the live
     progress publisher uses it."""
 
-    def __init__(self, rank: int, *, on_event: Callable[[TraceRow], None] | None = None) -> None:
+    def __init__(self, rank: int, *, on_event: Callable[[TraceRow], None] | None = None,
+                 spill: str | None = None) -> None:
+        """``spill``: a file to which every row is also appended as it opens and closes (one JSON
+        line each, one ``write`` call), so that the rows of a process that dies can be read back
+        with :func:`read_spill`. Costs a few µs per event; :meth:`close` closes the file."""
         self.rank = rank
+        self._spill_fd: int | None = None
+        if spill:
+            try:
+                self._spill_fd = os.open(spill, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            except OSError:  # no spill then; the rows still come back with a rank that finishes
+                pass
         self.rows: list[TraceRow] = []
         self.step_times_ns: list[int] = []
         self.on_event = on_event
@@ -379,8 +414,27 @@ class Tracer:
     def _emit(self, row: TraceRow) -> None:
         with self._lock:
             self.rows.append(row)
+        self._spill(row)
         if self.on_event is not None:
             self.on_event(row)
+
+    def _spill(self, row: TraceRow) -> None:
+        if self._spill_fd is None:
+            return
+        line = (json.dumps(tuple(row.__dict__.values())) + "\n").encode()
+        with self._lock:  # against close() from another thread: never write to a reused fd number
+            if self._spill_fd is not None:
+                try:
+                    os.write(self._spill_fd, line)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        """Close the spill file (the rows in memory stay)."""
+        with self._lock:
+            if self._spill_fd is not None:
+                os.close(self._spill_fd)
+                self._spill_fd = None
 
     def _replace(self, row: TraceRow, *, t_end_ns: int, status: str) -> None:
         new = TraceRow(**{**row.__dict__, "t_end_ns": t_end_ns, "status": status})
@@ -389,6 +443,7 @@ class Tracer:
                 if self.rows[i] is row:
                     self.rows[i] = new
                     break
+        self._spill(new)
         if self.on_event is not None:
             self.on_event(new)
 

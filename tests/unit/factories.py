@@ -13,8 +13,9 @@ def coll(rank: int, seq: int, t_s: float, end_s: float | None, status: str = "ok
                     int(t_s * S), int(t_s * S), None if end_s is None else int(end_s * S), status, dtype)
 
 
-def step(rank: int, i: int, t_s: float, end_s: float, status: str = "ok") -> TraceRow:
-    return TraceRow(rank, "step", "step", None, None, i, None, None, int(t_s * S), int(t_s * S), int(end_s * S), status)
+def step(rank: int, i: int, t_s: float, end_s: float | None, status: str = "ok") -> TraceRow:
+    return TraceRow(rank, "step", "step", None, None, i, None, None, int(t_s * S), int(t_s * S),
+                    None if end_s is None else int(end_s * S), "running" if end_s is None else status)
 
 
 def frame(rows):  # noqa: ANN001, ANN201

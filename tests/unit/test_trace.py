@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from nccl_workbook.trace import COLUMNS, Tracer, TraceValidationError, trace_frame, validate_trace
+from nccl_workbook.trace import COLUMNS, Tracer, TraceRow, TraceValidationError, read_spill, trace_frame, validate_trace
 
 from .factories import coll, frame
 
@@ -64,6 +64,27 @@ def test_dtype_of_tensor_lists_and_rows_from_before_the_column(group: None) -> N
     # twelve-field rows (stored before the dtype column existed) still make a valid frame, dtype NA
     old = tuple(coll(0, 1, 0.0, 0.1).__dict__.values())[:-1]
     assert len(old) == len(COLUMNS) - 1 and pd.isna(trace_frame([old])["dtype"].iloc[0])
+
+
+def test_spilled_rows_read_back_in_their_last_state(group: None, tmp_path) -> None:  # noqa: ANN001
+    path = str(tmp_path / "rank0.jsonl")
+    tracer = Tracer(rank=0, spill=path)
+    with tracer.installed():
+        with tracer.step(0):
+            dist.all_reduce(torch.ones(4, dtype=torch.float16))
+        tracer._emit(TraceRow(0, "collective", "BARRIER", "0", 2, None, None, None, 5, 5, None, "running"))
+    tracer.close()
+    tracer.close()  # twice is fine
+    with open(path, "a") as f:
+        f.write('[0, "collective", "ALLRE')  # a line torn by the process dying mid-write
+    rows = read_spill(path)
+    assert [r[:3] for r in rows] == [(0, "step", "step"), (0, "collective", "ALLREDUCE"), (0, "collective", "BARRIER")]
+    assert rows[0][11] == "ok" and rows[1][11] == "ok" and rows[1][12] == "float16"  # closed versions won
+    assert rows[2][11] == "running" and rows[2][10] is None  # still in it when the rank "died"
+    df = trace_frame(rows)
+    assert df.loc[df["name"] == "ALLREDUCE", "dtype"].tolist() == ["float16"]
+    assert read_spill(str(tmp_path / "missing.jsonl")) == ()
+    assert Tracer(rank=0, spill=str(tmp_path / "no" / "such" / "dir.jsonl"))._spill_fd is None  # no spill, no error
 
 
 def test_failed_collective_and_step_are_recorded(group: None) -> None:
