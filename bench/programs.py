@@ -11,20 +11,6 @@ def noop(ctx: Any, params: None) -> dict[str, Any]:
     return {}
 
 
-def die_on_rank(ctx: Any, params: int) -> dict[str, Any]:
-    """Rank ``params`` kills its own engine (SIGKILL) after a first barrier."""
-    import os
-    import signal
-
-    import torch.distributed as dist
-
-    dist.barrier()
-    if ctx.rank == params:
-        os.kill(os.getpid(), signal.SIGKILL)
-    dist.barrier()
-    return {}
-
-
 def ddp_steps(ctx: Any, params: tuple[int, bool]) -> dict[str, Any]:
     """``n`` DDP steps of a 3-layer MLP; with ``hook`` the gradient all-reduce goes through the
     tracer's comm hook (the traced path), else through DDP's C++ default. Step time in ms."""

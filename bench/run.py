@@ -33,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.programs import ddp_paired, ddp_steps, die_on_rank, noop  # noqa: E402
+from bench.programs import ddp_paired, ddp_steps, noop  # noqa: E402
+from tests.dist.programs import die_on_rank  # noqa: E402  (the dist tests' crash program)
 from nccl_workbook.cluster import RankCluster  # noqa: E402
 from nccl_workbook.runner import run_scenario  # noqa: E402
 from nccl_workbook.scenarios import SCENARIOS, get_scenario  # noqa: E402

@@ -50,7 +50,7 @@ from typing import Any
 from nccl_workbook.live import HangReport, ProgressHub, detect_hang
 from nccl_workbook.rank import EngineInfo, RankSpec, engine_clock, engine_setup, pick_rendezvous, run_rank
 from nccl_workbook.results import RankReport, RankStatus
-from nccl_workbook.trace import read_spill
+from nccl_workbook.trace import COLUMN_INDEX, read_spill
 
 __all__ = ["RankCluster", "ClusterRun", "ClusterError", "state_dir", "Progress", "SHARED_ENV"]
 
@@ -713,7 +713,7 @@ def _close_at_death(rows: tuple[tuple, ...], others: list[tuple], *, fallback_ns
     moment is not recorded; the best estimate is the first time after its last event at which a
     peer saw a connection close (gloo peers notice within milliseconds), else ``fallback_ns``
     (when the client learnt of the death)."""
-    i_enq, i_end, i_status = 8, 10, 11  # positions in trace.COLUMNS
+    i_enq, i_end, i_status = (COLUMN_INDEX[c] for c in ("t_enqueue_ns", "t_end_ns", "status"))
     last = max(max(r[i_enq], r[i_end] or 0) for r in rows)
     seen = [o[i_end] for o in others if o[i_status] == RankStatus.PEER_CLOSED.value and o[i_end] and o[i_end] >= last]
     died = min(seen, default=max(fallback_ns, last))

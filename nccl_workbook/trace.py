@@ -26,7 +26,9 @@ nbytes         Int64    bytes in the input
 t_enqueue_ns   Int64    when the rank called the op / entered the step or region
 t_start_ns     Int64    when the op began on this rank (for CPU/gloo ops: the call time)
 t_end_ns       Int64    when it completed or failed on this rank; NA if it never did
-status         string   ``ok`` | ``timeout`` | ``peer_closed`` | ``error`` | ``running``
+status         string   ``ok`` | ``timeout`` | ``peer_closed`` | ``error`` | ``running`` |
+                        ``crashed`` (the rank's process died inside it; rows read back from its
+                        spill file)
 dtype          string   element type of the input in torch's spelling (``float32``, ``bfloat16``, …;
                         several, comma-separated, for a list of tensors that differ); NA for barrier
 ============== ======== ==========================================================================
@@ -59,7 +61,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +78,8 @@ __all__ = [
     "validate_trace",
     "TraceValidationError",
     "read_spill",
+    "join_dtypes",
+    "COLUMN_INDEX",
 ]
 
 #: torch.distributed function -> op name as NCCL's WorkNCCL / flight recorder spell it
@@ -115,6 +119,8 @@ COLUMNS: dict[str, str] = {
     "status": "string",
     "dtype": "string",
 }
+#: column name -> position in a row tuple
+COLUMN_INDEX: dict[str, int] = {c: i for i, c in enumerate(COLUMNS)}
 _KINDS = {"step", "region", "collective"}
 _STATUSES = {s.value for s in RankStatus} | {"running"}
 
@@ -155,8 +161,8 @@ def read_spill(path: str) -> tuple[tuple, ...]:
             continue
         if len(row) != len(COLUMNS):
             continue
-        # a row is (rank, kind, name, pg, seq, step, …, t_enqueue_ns): those never change when it closes
-        latest[(row[1], row[2], row[3], row[4], row[5], row[8])] = row  # dict keeps first-insertion order
+        # these never change when a row closes; a dict keeps first-insertion order
+        latest[tuple(row[COLUMN_INDEX[c]] for c in ("kind", "name", "pg", "seq", "step", "t_enqueue_ns"))] = row
     return tuple(latest.values())
 
 
@@ -223,14 +229,22 @@ def _tensor_size(obj: Any) -> tuple[int | None, int | None, str | None]:
         return obj.numel(), obj.numel() * obj.element_size(), dtype_name(obj.dtype)
     if isinstance(obj, (list, tuple)) and obj and all(isinstance(t, torch.Tensor) for t in obj):
         n = sum(t.numel() for t in obj)
-        dtypes = ",".join(sorted({dtype_name(t.dtype) for t in obj}))
-        return n, sum(t.numel() * t.element_size() for t in obj), dtypes
+        return n, sum(t.numel() * t.element_size() for t in obj), join_dtypes(dtype_name(t.dtype) for t in obj)
     return None, None, None
 
 
 def dtype_name(dtype: Any) -> str:
     """``torch.bfloat16`` -> ``bfloat16``."""
     return str(dtype).removeprefix("torch.")
+
+
+def join_dtypes(names: Iterable[str | None]) -> str | None:
+    """The ``dtype`` cell for several tensors: the distinct names, sorted, comma-separated (names
+    that are such lists already are split first); None when any is unknown or there are none."""
+    names = list(names)
+    if not names or any(n is None for n in names):
+        return None
+    return ",".join(sorted({part for n in names for part in n.split(",")}))
 
 
 # which positional argument holds the *input* tensor(s), per op

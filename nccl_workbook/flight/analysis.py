@@ -82,6 +82,8 @@ class _Op:
 
 
 def _ops(dumps: FlightDumps) -> list[_Op]:
+    from nccl_workbook.trace import join_dtypes
+
     ops: list[_Op] = []
     for r, d in sorted(dumps.by_rank.items()):
         groups: list[list[FlightEntry]] = []
@@ -99,7 +101,6 @@ def _ops(dumps: FlightDumps) -> list[_Op]:
             name = last.op if marker and last.op != "COALESCED" else kinds.pop() if len(kinds) == 1 else "COALESCED"
             numels = [e.numel for e in members]
             nbytes = [e.nbytes for e in members]
-            dtypes = {e.dtype for e in members}
             ops.append(_Op(
                 rank=r,
                 pg=f"{first.pg_name}:p2p" if first.is_p2p else first.pg_name,
@@ -107,7 +108,7 @@ def _ops(dumps: FlightDumps) -> list[_Op]:
                 name=name,
                 numel=None if any(n is None for n in numels) else sum(numels),  # type: ignore[arg-type]
                 nbytes=None if any(n is None for n in nbytes) else sum(nbytes),  # type: ignore[arg-type]
-                dtype=None if None in dtypes else ",".join(sorted(set(",".join(dtypes).split(",")))),
+                dtype=join_dtypes(e.dtype for e in members),
                 created_ns=first.time_created_ns,
                 started_ns=last.time_discovered_started_ns,
                 completed_ns=last.time_discovered_completed_ns,

@@ -138,21 +138,15 @@ _FR_OPS: dict[str, str] = {
     "coalesced": "COALESCED",
 }
 
-_DTYPE_BYTES: dict[str, int] = {
-    "Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2, "Char": 1,
-    "Byte": 1, "Bool": 1, "ComplexHalf": 4, "ComplexFloat": 8, "ComplexDouble": 16, "UInt16": 2,
-    "UInt32": 4, "UInt64": 8, "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1,
+#: the recorder's ScalarType names -> (torch's spelling, as in the trace's ``dtype`` column; bytes per element)
+_DTYPES: dict[str, tuple[str, int]] = {
+    "Float": ("float32", 4), "Double": ("float64", 8), "Half": ("float16", 2), "BFloat16": ("bfloat16", 2),
+    "Long": ("int64", 8), "Int": ("int32", 4), "Short": ("int16", 2), "Char": ("int8", 1), "Byte": ("uint8", 1),
+    "Bool": ("bool", 1), "ComplexHalf": ("complex32", 4), "ComplexFloat": ("complex64", 8),
+    "ComplexDouble": ("complex128", 16), "UInt16": ("uint16", 2), "UInt32": ("uint32", 4), "UInt64": ("uint64", 8),
+    "Float8_e4m3fn": ("float8_e4m3fn", 1), "Float8_e5m2": ("float8_e5m2", 1),
+    "Float8_e4m3fnuz": ("float8_e4m3fnuz", 1), "Float8_e5m2fnuz": ("float8_e5m2fnuz", 1),
 }
-
-#: the recorder's ScalarType names -> torch's spelling (the trace's ``dtype`` column)
-_DTYPE_NAMES: dict[str, str] = {
-    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64",
-    "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
-    "ComplexHalf": "complex32", "ComplexFloat": "complex64", "ComplexDouble": "complex128", "UInt16": "uint16",
-    "UInt32": "uint32", "UInt64": "uint64", "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2",
-    "Float8_e4m3fnuz": "float8_e4m3fnuz", "Float8_e5m2fnuz": "float8_e5m2fnuz",
-}
-assert _DTYPE_NAMES.keys() == _DTYPE_BYTES.keys()
 
 #: backends whose recorder marks entries completed (gloo's never does)
 TRACKS_COMPLETION = {"nccl", "ncclx", "rccl", "rcclx", "xccl", "hccl", "mccl"}
@@ -223,13 +217,15 @@ class FlightEntry:
         """The inputs' dtype in torch's spelling (distinct ones comma-separated), None without inputs."""
         if not self.input_dtypes:
             return None
-        return ",".join(sorted({_DTYPE_NAMES.get(d, d) for d in self.input_dtypes}))
+        from nccl_workbook.trace import join_dtypes
+
+        return join_dtypes(_DTYPES[d][0] if d in _DTYPES else d for d in self.input_dtypes)
 
     @property
     def nbytes(self) -> int | None:
         if not self.input_sizes or len(self.input_dtypes) != len(self.input_sizes):
             return None
-        sizes = [_DTYPE_BYTES.get(d) for d in self.input_dtypes]
+        sizes = [_DTYPES[d][1] if d in _DTYPES else None for d in self.input_dtypes]
         if any(s is None for s in sizes):
             return None
         return sum(math.prod(s) * b for s, b in zip(self.input_sizes, sizes))  # type: ignore[misc]
