@@ -102,7 +102,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"starting a local {args.world_size}-rank cluster (gloo on CPU)…", file=sys.stderr, flush=True)
     results = []
     try:
-        with RankCluster(n_ranks=args.world_size, backend=args.backend) as cluster:
+        with RankCluster.start_or_attach(args.world_size, backend=args.backend) as cluster:
             if show:
                 print(f"  cluster ready in {cluster.start_s:.1f} s", file=sys.stderr, flush=True)
             from nccl_workbook.runner import run_scenario
@@ -127,19 +127,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(results: list) -> None:  # noqa: ANN001
-    for r in results:
-        print(r.summary_line())
-        if not r.ok and r.diagnosis is not None:
-            agree = "agrees with" if r.diagnosis_agrees else "DIFFERS from"
-            print(f"  diagnosis: {r.diagnosis.message} ({agree} the scenario's ground truth {list(r.expected_culprits)})")
-        if r.hang is not None:
-            print(f"  {r.detection_line()}")
-        for p in r.per_rank:
-            err = f"  {p.error[:110]}" if p.error else ""
-            med = f"{p.step_time_median_s * 1e3:.1f} ms" if p.step_time_median_s is not None else "-"
-            print(f"    rank {p.rank}: {p.status.value:<11} steps={p.steps:<3} step median={med:<9}{err}")
-        for n in r.notes:
-            print(f"  note: {n}")
+    from nccl_workbook.render import results_text
+
+    print(results_text(results))
 
 
 def _write_outputs(out: Path, results: list) -> None:  # noqa: ANN001
@@ -170,7 +160,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return _fail(str(e))
     out: dict[str, object] = {}
     try:
-        with RankCluster(n_ranks=args.world_size, backend=args.backend) as cluster:
+        with RankCluster.start_or_attach(args.world_size, backend=args.backend) as cluster:
             print(f"cluster of {args.world_size} ranks ready in {cluster.start_s:.1f} s", file=sys.stderr, flush=True)
             report = health.check(cluster, timeout_s=args.timeout)
             out["health"] = {"ok": report.ok, "failed_ranks": list(report.failed_ranks), "wall_s": round(report.wall_s, 3),
@@ -200,7 +190,7 @@ def _cmd_stacks(args: argparse.Namespace) -> int:
     notebook's run seems stuck."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from nccl_workbook.live import local_engine_pids, py_spy_dump
+    from nccl_workbook._state import local_engine_pids, py_spy_dump
 
     clusters = local_engine_pids()
     if not clusters:

@@ -1,12 +1,21 @@
-"""RankCluster: an ipyparallel cluster with one engine per rank, and runs of rank programs on it.
+"""RankCluster: an ipyparallel cluster with one engine per rank: its lifecycle and its health.
 
 Ranks are positions in the sorted engine ids (a replacement engine gets a new id, so engine id 2
-is not rank 2 after a restart). Each :meth:`RankCluster.run` initialises a fresh process group
-(free port, the run's timeout), runs the program on every rank, destroys the group in ``finally``
-on every rank, and brings back one :class:`~nccl_workbook.results.RankReport` per rank. Every wait
-has a client-side deadline: a rank whose engine does not answer in time is reported as
-``timeout`` and its engine is killed and replaced; an engine that died is reported as ``crashed``
-and replaced before the next run.
+is not rank 2 after a restart). The cluster starts the controller and the engines (forked from a
+fork server that has torch imported), sets each engine up, keeps them healthy (a dead or stuck
+engine is replaced before the next run), chooses the backend, estimates clock offsets between
+hosts, and stops everything. Running a program on the ranks is :mod:`nccl_workbook.cluster_run`
+(:meth:`RankCluster.run` calls it); watching the ranks while they run is
+:mod:`nccl_workbook.observer`, which knows nothing of ipyparallel.
+
+Three ways to get one, each visible where it is called:
+
+- ``RankCluster(n_ranks=4).start()``: start a cluster of this process's own; ``stop()`` ends it.
+- ``RankCluster.attach(profile="slurm")``: use an ipyparallel cluster you started yourself (e.g.
+  with its Slurm or MPI launchers); it is used, never stopped.
+- ``RankCluster.start_or_attach(n_ranks=4)``: use the cluster named by
+  ``$NCCL_WORKBOOK_SHARED_CLUSTER`` if it is running (the test suite starts one and every notebook
+  and dist test uses it; ``stop()`` then leaves it running), else start one of its own.
 
 The cluster's state lives in a folder the project owns (``$NCCL_WORKBOOK_HOME``, default
 ``~/.cache/nccl-workbook``), not in ``~/.ipython``. Engines and controller never outlive the
@@ -25,34 +34,29 @@ Usage::
         run = cluster.run(my_program, params, pg_timeout_s=3)
         [r.status for r in run.reports]
 
-    cluster = RankCluster.attach(profile="slurm")    # an ipyparallel cluster you started yourself
-
 Limits: replacing dead engines and the reaper need a cluster this object started; an attached
 cluster is only used, never stopped. Killing a hung engine needs it to run on this host.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from nccl_workbook.live import HangReport, ProgressHub, detect_hang
-from nccl_workbook.rank import EngineInfo, RankSpec, engine_clock, engine_setup, pick_rendezvous, run_rank
-from nccl_workbook.results import RankReport, RankStatus
-from nccl_workbook.trace import COLUMN_INDEX, read_spill
+from nccl_workbook._state import package_pythonpath, state_dir, this_host
+from nccl_workbook.cluster_run import ClusterRun, run_program
+from nccl_workbook.observer import ProgressHub
+from nccl_workbook.rank import EngineInfo, engine_clock, engine_setup
 
-__all__ = ["RankCluster", "ClusterRun", "ClusterError", "state_dir", "Progress", "SHARED_ENV"]
+__all__ = ["RankCluster", "ClusterError", "SHARED_ENV"]
 
 #: ``PROFILE_DIR::CLUSTER_ID`` of a running cluster that ``RankCluster.start()`` attaches to instead of
 #: starting its own (the test suite sets it so that every notebook reuses one cluster)
@@ -64,41 +68,9 @@ HEARTBEAT_MS = 500
 
 log = logging.getLogger(__name__)
 
-#: called while a run is in progress with (seconds elapsed, ranks finished, world size)
-Progress = Callable[[float, int, int], None]
-
 
 class ClusterError(RuntimeError):
     """The cluster could not be started, reached, or repaired."""
-
-
-def state_dir() -> Path:
-    """Folder for ipyparallel state (profile, connection files, logs)."""
-    base = os.environ.get("NCCL_WORKBOOK_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nccl-workbook"
-    )
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@dataclass(frozen=True)
-class ClusterRun:
-    """The raw result of one run: per-rank reports plus what the cluster had to do."""
-
-    reports: tuple[RankReport, ...]
-    wall_s: float
-    backend: str
-    world_size: int
-    pg_timeout_s: float
-    clock_offsets_ns: dict[int, int]
-    notes: tuple[str, ...]
-    #: the first suspected hang named while the run was in progress (None: no rank waited long)
-    hang: HangReport | None = None
-
-
-def _package_parent() -> str:
-    return str(Path(__file__).resolve().parent.parent)
 
 
 class _EngineOutputFilter(logging.Filter):
@@ -203,18 +175,22 @@ class RankCluster:
         self._setup_engines(sorted(client.ids))
         return self
 
-    def start(self) -> RankCluster:
-        """Start the controller and ``n_ranks`` engines, import torch on them. Idempotent.
-
-        If ``$NCCL_WORKBOOK_SHARED_CLUSTER`` names a running cluster with enough engines, attach to
-        it instead (it is then used, never stopped, by this object)."""
-        if self._client is not None:
-            return self
-        import ipyparallel as ipp
-
+    @classmethod
+    def start_or_attach(cls, n_ranks: int = 4, **options: Any) -> RankCluster:
+        """The cluster named by ``$NCCL_WORKBOOK_SHARED_CLUSTER`` if it runs with at least
+        ``n_ranks`` engines (used, never stopped, by this object: ``stop()`` leaves it running),
+        else a cluster of its own, started now (``options`` as for the constructor)."""
+        self = cls(n_ranks=n_ranks, **options)
         shared = os.environ.get(SHARED_ENV)
         if shared and self._attach_shared(shared):
             return self
+        return self.start()
+
+    def start(self) -> RankCluster:
+        """Start the controller and ``n_ranks`` engines, import torch on them. Idempotent."""
+        if self._client is not None:
+            return self
+        import ipyparallel as ipp
 
         t0 = time.perf_counter()
         home = state_dir()
@@ -313,7 +289,7 @@ class RankCluster:
             "OMP_NUM_THREADS": "1",
             "PYTHONUNBUFFERED": "1",
             # engines must import this package even when it is run from a source tree
-            "PYTHONPATH": os.pathsep.join(p for p in [_package_parent(), os.environ.get("PYTHONPATH", "")] if p),
+            "PYTHONPATH": package_pythonpath(),
         }
         env.update(self._engine_env)
         return env
@@ -328,7 +304,7 @@ class RankCluster:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [_package_parent(), os.environ.get("PYTHONPATH", "")] if p)},
+            env={**os.environ, "PYTHONPATH": package_pythonpath()},
         )
 
     def _start_zygote(self, cluster_id: str, profile_dir: str) -> None:
@@ -441,6 +417,17 @@ class RankCluster:
         return sorted(self._client.ids)
 
     @property
+    def engine_info(self) -> dict[int, EngineInfo]:
+        """engine id -> what the engine reported about itself when it was set up."""
+        return dict(self._info)
+
+    def view(self, engine_id: int) -> Any:
+        """ipyparallel's direct view of one engine (``.apply_async(f, *args)``), for
+        :mod:`nccl_workbook.cluster_run`."""
+        self._require_running()
+        return self._client[engine_id]
+
+    @property
     def engines(self) -> dict[int, EngineInfo]:
         """rank -> what its engine reported (pid, host, torch version, GPUs)."""
         return {rank: self._info[eid] for rank, eid in enumerate(self.engine_ids) if eid in self._info}
@@ -487,7 +474,7 @@ class RankCluster:
             ar.wait(ping_timeout_s)
             stuck = [eid for eid, sub in zip(ids, ar._children) if not sub.done()]  # noqa: SLF001
             for eid in stuck:
-                notes.append(self._kill_engine(eid, f"engine {eid} did not answer a ping in {ping_timeout_s:g} s"))
+                notes.append(self.kill_engine(eid, f"engine {eid} did not answer a ping in {ping_timeout_s:g} s"))
         for eid in list(self._info):
             if eid not in self._client.ids:
                 info = self._info.pop(eid)
@@ -523,7 +510,7 @@ class RankCluster:
                                    f"({len(self._client.ids)} are); see the engine logs under {state_dir()}")
             time.sleep(0.05)
 
-    def _kill_engine(self, eid: int, why: str, *, wait_s: float = 20.0) -> str:
+    def kill_engine(self, eid: int, why: str, *, wait_s: float = 20.0) -> str:
         """SIGKILL a (local) engine and wait until the controller has unregistered it."""
         info = self._info.get(eid)
         if info is None:
@@ -559,117 +546,19 @@ class RankCluster:
         return offsets
 
     # -- runs ----------------------------------------------------------------------------------
-    def run(
-        self,
-        program: Callable[..., dict[str, Any] | None],
-        params: Any,
-        *,
-        pg_timeout_s: float,
-        world_size: int | None = None,
-        deadline_s: float | None = None,
-        debug_level: str | None = None,
-        progress: Progress | None = None,
-        flight_recorder: bool = False,
-        live: bool = True,
-        trace: bool = True,
-        min_wait_s: float = 1.0,
-        on_hang: Callable[[HangReport], None] | None = None,
-    ) -> ClusterRun:
-        """Run ``program(ctx, params)`` on ``world_size`` ranks with a fresh process group.
-
-        ``deadline_s`` is the client-side limit for the whole run (default: four times the
-        group timeout plus 20 s); ranks still busy then are reported as ``timeout`` and their
-        engines replaced.
-
-        With ``live`` (default) every rank publishes its progress to this process while it runs, and
-        a wait of more than ``min_wait_s`` in a collective that some ranks have not entered is
-        named at once (:func:`nccl_workbook.live.detect_hang`), with every rank's stack, and passed
-        to ``on_hang``; it comes back as ``ClusterRun.hang``.
-        """
+    def run(self, program: Callable[..., dict[str, Any] | None], params: Any, *, pg_timeout_s: float,
+            **options: Any) -> ClusterRun:
+        """Run ``program(ctx, params)`` on the ranks with a fresh process group: see
+        :func:`nccl_workbook.cluster_run.run_program` for the options (``world_size``,
+        ``deadline_s``, ``debug_level``, ``progress``, ``flight_recorder``, ``live``, ``trace``,
+        ``min_wait_s``, ``on_hang``)."""
         self._require_running()
-        if pg_timeout_s <= 0:
-            raise ValueError(f"pg_timeout_s must be > 0, got {pg_timeout_s}")
-        notes = self.ensure_healthy()
-        ws = world_size or self.n_ranks
-        if not 1 <= ws <= len(self._client.ids):
-            raise ValueError(f"world_size must be between 1 and {len(self._client.ids)} (the engines), got {ws}")
-        deadline_s = deadline_s if deadline_s is not None else 4 * pg_timeout_s + 20
-        ids = self.engine_ids[:ws]
-        hosts = [self._info[eid].host for eid in ids]
-        addr, port = self._client[ids[0]].apply_sync(pick_rendezvous, len(set(hosts)) == 1 and hosts[0] == _this_host())
-        local_ranks = [hosts[:r].count(hosts[r]) for r in range(ws)]
-        backend = self.backend
-        run_id = uuid.uuid4().hex[:12]
-        local = len(set(hosts)) == 1 and hosts[0] == _this_host()
-        hub = self._progress_hub(local) if live else None
-        # local ranks also append their trace rows to a file, so a rank whose engine dies or is
-        # killed still has its rows in the result (they would die with the process otherwise)
-        spill_dir = state_dir() / "spill" / run_id if local and trace else None
-        if spill_dir is not None:
-            spill_dir.mkdir(parents=True, exist_ok=True)
-        specs = [
-            RankSpec(
-                rank=r, world_size=ws, local_rank=local_ranks[r], backend=backend,
-                init_method=f"tcp://{addr}:{port}", pg_timeout_s=float(pg_timeout_s),
-                program=program, params=params, debug_level=debug_level, flight_recorder=flight_recorder,
-                progress=(hub.host, hub.port, run_id) if hub is not None else None, trace=trace,
-                spill_path=str(spill_dir / f"rank{r}.jsonl") if spill_dir is not None else None,
-            )
-            for r in range(ws)
-        ]
-        t0 = time.perf_counter()
-        pending = {r: self._client[eid].apply_async(run_rank, specs[r]) for r, eid in enumerate(ids)}
-        reports: dict[int, RankReport] = {}
-        hang: HangReport | None = None
-        while pending and time.perf_counter() - t0 < deadline_s:
-            for r, ar in list(pending.items()):
-                if ar.ready():
-                    reports[r] = self._collect(r, ar, ids[r])
-                    del pending[r]
-            if progress is not None:
-                progress(time.perf_counter() - t0, len(reports), ws)
-            if hub is not None and pending:
-                hang = self._watch(hub, run_id, ws, hang, min_wait_s, on_hang)
-            if pending:
-                next(iter(pending.values())).wait(0.1)
-        if hub is not None and hang is not None and not hang.resolved:
-            hang = _resolve(hang, hub.read(run_id, ws))
-        for r, ar in pending.items():
-            why = f"rank {r} did not finish within the client deadline of {deadline_s:g} s"
-            notes.append(self._kill_engine(ids[r], why))
-            reports[r] = _synthetic_report(r, RankStatus.TIMEOUT, why, self._info.get(ids[r]))
-        wall = time.perf_counter() - t0
-        if spill_dir is not None:
-            for r, rep in list(reports.items()):
-                # only a report made up here (dead or killed engine) lacks the rows it recorded
-                rows = () if rep.rows else read_spill(str(spill_dir / f"rank{r}.jsonl"))
-                if rows and rep.status is RankStatus.CRASHED:
-                    rows = _close_at_death(rows, [row for o, other in reports.items() if o != r for row in other.rows],
-                                           fallback_ns=rep.t_end_ns)
-                if rows:
-                    reports[r] = dataclasses.replace(rep, rows=rows)
-                    notes.append(f"rank {r}: {len(rows)} trace row(s) read back from the file its tracer wrote them to")
-            shutil.rmtree(spill_dir, ignore_errors=True)
-        if progress is not None:
-            progress(wall, ws, ws)
-        for r, rep in reports.items():
-            if rep.status is RankStatus.CRASHED:
-                notes.append(f"rank {r}'s engine died ({rep.error}); it is replaced before the next run")
-        offsets = self.clock_offsets_ns(ws) if len(set(hosts)) > 1 else {r: 0 for r in range(ws)}
-        return ClusterRun(
-            reports=tuple(reports[r] for r in range(ws)),
-            wall_s=wall,
-            backend=backend,
-            world_size=ws,
-            pg_timeout_s=float(pg_timeout_s),
-            clock_offsets_ns=offsets,
-            notes=tuple(notes),
-            hang=hang,
-        )
+        return run_program(self, program, params, pg_timeout_s=pg_timeout_s, **options)
 
-    def _progress_hub(self, local: bool) -> ProgressHub | None:
-        import socket
-
+    def progress_hub(self, local: bool) -> ProgressHub | None:
+        """The hub the ranks publish their progress to (one per cluster, reused by every run), bound
+        to loopback for local ranks, else to this host's address; None if it cannot start (then
+        runs go on without live detection)."""
         host = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())
         if self._hub is None or self._hub.host != host:
             try:
@@ -678,66 +567,3 @@ class RankCluster:
                 log.warning("live hang detection is off: could not start the progress hub (%s)", e)
                 return None
         return self._hub
-
-    def _watch(self, hub: ProgressHub, run_id: str, ws: int, hang: HangReport | None, min_wait_s: float,
-               on_hang: Callable[[HangReport], None] | None) -> HangReport | None:
-        """One poll of the ranks' progress: detect a hang once, later notice it resolving."""
-        states = hub.read(run_id, ws)
-        if hang is not None:
-            return hang if hang.resolved else _resolve(hang, states)
-        found = detect_hang(states, world_size=ws, now_ns=time.time_ns(), min_wait_s=min_wait_s)
-        if found is None:
-            return None
-        found = HangReport(**{**found.__dict__, "stacks": hub.request_stacks(run_id, ws)})
-        log.info("suspected hang: %s", found.message)
-        if on_hang is not None:
-            on_hang(found)
-        return found
-
-    def _collect(self, rank: int, ar: Any, eid: int) -> RankReport:
-        import ipyparallel as ipp
-
-        try:
-            return ar.get(0)
-        except ipp.error.EngineError as e:
-            return _synthetic_report(rank, RankStatus.CRASHED, f"engine died: {e}", self._info.get(eid))
-        except ipp.error.RemoteError as e:
-            if e.ename == "EngineError":  # the engine process died while running the rank
-                return _synthetic_report(rank, RankStatus.CRASHED, f"engine died: {e.evalue}", self._info.get(eid))
-            # run_rank catches everything; any other RemoteError means it could not even start
-            return _synthetic_report(rank, RankStatus.ERROR, f"{e.ename}: {e.evalue}", self._info.get(eid))
-
-
-def _close_at_death(rows: tuple[tuple, ...], others: list[tuple], *, fallback_ns: int) -> tuple[tuple, ...]:
-    """A dead rank's rows that were still open end, with status ``crashed``, when it died. That
-    moment is not recorded; the best estimate is the first time after its last event at which a
-    peer saw a connection close (gloo peers notice within milliseconds), else ``fallback_ns``
-    (when the client learnt of the death)."""
-    i_enq, i_end, i_status = (COLUMN_INDEX[c] for c in ("t_enqueue_ns", "t_end_ns", "status"))
-    last = max(max(r[i_enq], r[i_end] or 0) for r in rows)
-    seen = [o[i_end] for o in others if o[i_status] == RankStatus.PEER_CLOSED.value and o[i_end] and o[i_end] >= last]
-    died = min(seen, default=max(fallback_ns, last))
-    return tuple(
-        r[:i_end] + (died, RankStatus.CRASHED.value) + r[i_status + 1:] if r[i_end] is None else r for r in rows
-    )
-
-
-def _resolve(hang: HangReport, states: dict) -> HangReport:  # noqa: ANN001
-    """Mark a hang resolved once every waiting rank completed the collective it waited in."""
-    done = all(states.get(r) is not None and states[r].completed.get(hang.pg, 0) >= hang.seq for r in hang.waiting_ranks)
-    return HangReport(**{**hang.__dict__, "resolved": True}) if done else hang
-
-
-def _this_host() -> str:
-    import socket
-
-    return socket.gethostname()
-
-
-def _synthetic_report(rank: int, status: RankStatus, error: str, info: EngineInfo | None) -> RankReport:
-    now = time.time_ns()
-    return RankReport(
-        rank=rank, status=status, error=error, exc_type=None, traceback=None, steps=0,
-        step_times_ns=(), rows=(), metrics={}, pid=info.pid if info else -1,
-        host=info.host if info else "?", t_begin_ns=now, t_end_ns=now,
-    )

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from nccl_workbook.results import RankStatus
+from nccl_workbook.ops import op_from_traceback
+from nccl_workbook.status import RankStatus
 
 __all__ = [
     "Verdict",
@@ -96,8 +97,8 @@ def collective_table(trace: pd.DataFrame) -> pd.DataFrame:
     """One row per (pg, seq): op (most common), ranks that arrived, first/last arrival (ns), the
     skew, the last rank to arrive, and whether it completed on every rank that arrived.
 
-    >>> from nccl_workbook.trace import trace_frame
-    >>> rows = [(r, "collective", "BARRIER", "0", 1, None, None, None, t, t, t2, "ok")
+    >>> from nccl_workbook.trace import TraceRow, trace_frame
+    >>> rows = [TraceRow(rank=r, kind="collective", name="BARRIER", pg="0", seq=1, t_enqueue_ns=t, t_end_ns=t2, status="ok")
     ...         for r, t, t2 in [(0, 5_000, 6_000), (1, 1_000, 6_000)]]
     >>> collective_table(trace_frame(rows))[["op", "ranks", "skew_ns", "last_rank"]].to_dict("records")
     [{'op': 'BARRIER', 'ranks': (0, 1), 'skew_ns': 4000, 'last_rank': 0}]
@@ -167,8 +168,9 @@ def straggler_scores(trace: pd.DataFrame, *, steps: tuple[int, int] | None = Non
     (inclusive). Collectives some rank never reached (a hang) are left out: that is
     :func:`diagnose`'s job.
 
-    >>> from nccl_workbook.trace import trace_frame
-    >>> rows = [(r, "collective", "ALLREDUCE", "0", s, s, 1, 4, t, t, t + 10, "ok")
+    >>> from nccl_workbook.trace import TraceRow, trace_frame
+    >>> rows = [TraceRow(rank=r, kind="collective", name="ALLREDUCE", pg="0", seq=s, step=s, numel=1, nbytes=4,
+    ...                  t_enqueue_ns=t, t_end_ns=t + 10, status="ok")
     ...         for s in (1, 2) for r, t in [(0, 1_000_000_000 * s), (1, 1_000_000_000 * s + 500_000_000)]]
     >>> straggler_scores(trace_frame(rows))[["score", "caused_wait_s", "last_arrivals"]].to_dict("index")
     {0: {'score': 0.0, 'caused_wait_s': 0.0, 'last_arrivals': 0}, 1: {'score': 1.0, 'caused_wait_s': 1.0, 'last_arrivals': 2}}
@@ -202,34 +204,6 @@ def straggler_scores(trace: pd.DataFrame, *, steps: tuple[int, int] | None = Non
         index=pd.Index(ranks, name="rank"),
     )
     return out
-
-
-_TB_OPS = [
-    (re.compile(r"in (monitored_barrier)\b"), "MONITORED_BARRIER"),
-    (re.compile(r"in (barrier)\b"), "BARRIER"),
-    (re.compile(r"in (all_reduce)\b"), "ALLREDUCE"),
-    (re.compile(r"in (all_gather_object|all_gather)\b"), "ALLGATHER"),
-    (re.compile(r"in (all_gather_single|all_gather_into_tensor)\b"), "_ALLGATHER_BASE"),
-    (re.compile(r"in (broadcast|broadcast_object_list)\b"), "BROADCAST"),
-    (re.compile(r"in (reduce_scatter)\b"), "REDUCE_SCATTER"),
-    (re.compile(r"\.backward\(\)|in backward\b"), "ALLREDUCE"),  # DDP's gradient all-reduce
-]
-
-
-def op_from_traceback(tb: str | None) -> str | None:
-    """The collective a Python traceback failed in (gloo's timeout text names no op).
-
-    >>> op_from_traceback('File "t.py", line 3, in main\\n    dist.barrier()\\n  File "c10d.py", line 9, in barrier')
-    'BARRIER'
-    """
-    if not tb:
-        return None
-    best: tuple[int, str] | None = None
-    for pattern, op in _TB_OPS:
-        for m in pattern.finditer(tb):
-            if best is None or m.start() > best[0]:
-                best = (m.start(), op)  # the innermost (last) frame wins
-    return best[1] if best else None
 
 
 def diagnose(

@@ -30,12 +30,14 @@ import html
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from nccl_workbook.cluster import RankCluster
-from nccl_workbook.results import RankStatus
+from nccl_workbook.status import RankStatus
+
+if TYPE_CHECKING:  # pragma: no cover
+    from nccl_workbook.cluster import RankCluster
 
 __all__ = ["check", "sweep", "HealthReport", "SweepResult", "BUSBW_FACTOR", "DEFAULT_SIZES", "default_sizes"]
 

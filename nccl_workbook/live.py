@@ -1,31 +1,24 @@
-"""Live hang detection: name the late rank and the collective while the group is still alive.
+"""The ranks' side of live detection: each rank publishes where it is, and answers stack requests.
 
-A rank blocked in a collective cannot answer ipyparallel, so each rank publishes its progress
-another way: a :class:`ProgressPublisher` thread on the engine keeps the rank's current state (in
-which step, which compute region, which collective since when, the last sequence number entered
-and completed per process group) in a small TCP key-value store that the client hosts
-(:class:`ProgressHub`, a ``torch.distributed.TCPStore`` server in the notebook/CLI process). The
-tracer's hot path only updates a few attributes; the thread publishes at most every 50 ms, and
-only when something changed.
+A rank blocked in a collective cannot answer anybody, so each rank publishes its progress another
+way: a :class:`ProgressPublisher` thread keeps the rank's current state (in which step, which
+compute region, which collective since when, the last sequence number entered and completed per
+process group) in a small TCP key-value store that the watching process hosts (the observer's
+:class:`~nccl_workbook.observer.ProgressHub`, a ``torch.distributed.TCPStore`` server). The tracer's
+hot path only updates a few attributes; the thread publishes at most every 50 ms, and only when
+something changed. When the hub asks, the thread sends the Python stack of the rank's main thread
+(``sys._current_frames``, so it works while the main thread is blocked in C++).
 
-The client polls the store and :func:`detect_hang` applies the rule: some ranks have been waiting
-in the same collective (process group, sequence number) for longer than ``min_wait_s`` (and much
-longer than the usual collective latency), while other ranks have not entered it. Those others
-are the suspects, and their state says where they are (a compute region, a step, another
-collective: a mismatch). On a detection the client asks every rank for the Python stack of its
-main thread (taken by the publisher thread with ``sys._current_frames``, so it works while the
-main thread is blocked in C++), and shows them side by side.
+What the states mean, and when a wait becomes a stall, is the observer's business
+(:mod:`nccl_workbook.observer`). Nothing here can harm the rank: a hub that cannot be reached, or
+that goes away, only turns publishing off.
 
-Detection is a *suspicion*: a legitimately long wait (a fix that waits on a side group) looks the
-same until it ends. A report whose collective later completes on every waiting rank is marked
-``resolved``.
+Usage (``run_rank`` and the ``watch`` bootstrap do this)::
 
-Usage (the cluster does this for every run)::
-
-    hub = ProgressHub()                       # client side
-    ...                                       # ranks run ProgressPublisher(hub.address, run_id, rank)
-    states = hub.read(run_id, world_size)
-    report = detect_hang(states, world_size=4, now_ns=time.time_ns())
+    pub = ProgressPublisher((host, port), run_id, rank)
+    tracer = Tracer(rank, on_event=pub.on_event)
+    ...
+    pub.close()
 """
 
 from __future__ import annotations
@@ -42,17 +35,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = [
-    "RankProgress",
-    "HangReport",
-    "ProgressHub",
-    "ProgressPublisher",
-    "detect_hang",
-    "py_spy_dump",
-    "local_engine_pids",
-    "short_paths",
-    "stacks_html",
-]
+__all__ = ["RankProgress", "ProgressPublisher", "connect_store", "short_paths", "PUBLISH_EVERY_S"]
 
 PUBLISH_EVERY_S = 0.05
 
@@ -94,150 +77,11 @@ class RankProgress:
         return cls(**json.loads(text))
 
 
-@dataclass(frozen=True)
-class HangReport:
-    """A suspected hang, named before the group's timeout fires."""
-
-    op: str
-    pg: str
-    seq: int
-    waiting_ranks: tuple[int, ...]
-    culprit_ranks: tuple[int, ...]
-    #: seconds from the first rank entering the collective (hang onset) to this detection
-    detected_after_s: float
-    onset_ns: int
-    detected_ns: int
-    #: rank -> where the rank was at detection time
-    where: dict[int, str]
-    kind: str = "late"  # "late" | "mismatch"
-    #: rank -> Python stack of the rank's main thread at detection (filled in by the cluster)
-    stacks: dict[int, str] = field(default_factory=dict)
-    resolved: bool = False
-
-    @property
-    def message(self) -> str:
-        who = ", ".join(map(str, self.culprit_ranks))
-        state = "resolved later" if self.resolved else "unresolved"
-        if self.kind == "mismatch":
-            return (f"ranks disagree at {self.op} (pg {self.pg}, seq {self.seq}): suspect rank(s) {who}; "
-                    f"named {self.detected_after_s:.1f} s after onset ({state})")
-        return (f"ranks {list(self.waiting_ranks)} waiting in {self.op} (pg {self.pg}, seq {self.seq}) for rank(s) {who}; "
-                f"named {self.detected_after_s:.1f} s after onset ({state})")
-
-    def _repr_html_(self) -> str:
-        import html
-
-        return f"<p>{html.escape(self.message)}</p>" + stacks_html(self.stacks, where=self.where)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "op": self.op, "pg": self.pg, "seq": self.seq, "kind": self.kind,
-            "waiting_ranks": list(self.waiting_ranks), "culprit_ranks": list(self.culprit_ranks),
-            "detected_after_s": round(self.detected_after_s, 3), "where": {str(k): v for k, v in self.where.items()},
-            "resolved": self.resolved,
-        }
-
-
-def detect_hang(
-    states: dict[int, RankProgress],
-    *,
-    world_size: int,
-    now_ns: int,
-    min_wait_s: float = 1.0,
-    latency_factor: float = 20.0,
-) -> HangReport | None:
-    """The rule from the module docstring, as a pure function of the ranks' states.
-
-    A wait counts once it exceeds ``max(min_wait_s, latency_factor x the ranks' median collective
-    latency)``. Ranks that have not published anything yet count as not arrived.
-    """
-    waiting = {r: s for r, s in states.items() if s.coll_op is not None and s.coll_since_ns is not None}
-    if not waiting:
-        return None
-    lat = [s.coll_latency_median_ns for s in states.values() if s.coll_latency_median_ns]
-    threshold_ns = int(max(min_wait_s, latency_factor * (statistics.median(lat) / 1e9 if lat else 0.0)) * 1e9)
-    # the collective whose earliest waiter has waited longest
-    by_key: dict[tuple[str, int], list[int]] = {}
-    for r, s in waiting.items():
-        by_key.setdefault((str(s.coll_pg), int(s.coll_seq or 0)), []).append(r)
-    since = {r: int(s.coll_since_ns) for r, s in waiting.items() if s.coll_since_ns is not None}
-    (pg, seq), ranks = min(by_key.items(), key=lambda kv: min(since[r] for r in kv[1]))
-    onset = min(since[r] for r in ranks)
-    if now_ns - onset < threshold_ns:
-        return None
-    ops = {waiting[r].coll_op for r in ranks}
-    op = sorted(ops)[0]
-    members = range(world_size)
-    where = {r: (states[r].where(now_ns) if r in states else "has not published any progress") for r in members}
-    # ranks at the same (pg, seq) but in a different op, or other ranks at the same seq with another op
-    same_seq_other_op = [r for r, s in waiting.items() if (str(s.coll_pg), s.coll_seq) == (pg, seq) and s.coll_op != op]
-    if len(ops) > 1 or same_seq_other_op:
-        counts: dict[str, int] = {}
-        for r in ranks:
-            counts[str(waiting[r].coll_op)] = counts.get(str(waiting[r].coll_op), 0) + 1
-        majority = max(counts, key=lambda k: (counts[k], k))
-        odd = tuple(sorted(r for r in ranks if waiting[r].coll_op != majority))
-        return HangReport(majority, pg, seq, tuple(sorted(ranks)), odd, (now_ns - onset) / 1e9, onset, now_ns, where, kind="mismatch")
-    absent = tuple(
-        r for r in members
-        if r not in ranks and (r not in states or states[r].entered.get(pg, 0) < seq)
-    )
-    if not absent:
-        # everyone entered this collective at some point; a rank that already left it cannot be
-        # holding it up, so this is not (yet) a hang we can attribute
-        return None
-    # a rank that is itself waiting in a *later* collective of another group is not the cause of
-    # this one only if it entered; ranks listed in `absent` never entered (pg, seq)
-    return HangReport(op, pg, seq, tuple(sorted(ranks)), absent, (now_ns - onset) / 1e9, onset, now_ns, where)
-
-
-def _store(host: str, port: int, *, master: bool, timeout_s: float = 10.0) -> Any:
+def connect_store(host: str, port: int, *, master: bool, timeout_s: float = 10.0) -> Any:
+    """A ``TCPStore`` server (``master``: the hub) or client (a rank's publisher)."""
     from torch.distributed import TCPStore
 
     return TCPStore(host, port, is_master=master, wait_for_workers=False, timeout=datetime.timedelta(seconds=timeout_s))
-
-
-class ProgressHub:
-    """Client side: hosts the store the ranks publish to, reads it, asks for stacks."""
-
-    def __init__(self, host: str | None = None) -> None:
-        self.host = host or "127.0.0.1"
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((self.host, 0))
-            port = s.getsockname()[1]
-        self.port = port
-        self._store = _store(self.host, self.port, master=True)
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return self.host, self.port
-
-    def read(self, run_id: str, world_size: int) -> dict[int, RankProgress]:
-        keys = [f"{run_id}/progress/{r}" for r in range(world_size)]
-        out: dict[int, RankProgress] = {}
-        for r, k in enumerate(keys):
-            if self._store.check([k]):
-                try:
-                    out[r] = RankProgress.from_json(self._store.get(k))
-                except (ValueError, TypeError):
-                    continue
-        return out
-
-    def request_stacks(self, run_id: str, world_size: int, *, timeout_s: float = 1.5) -> dict[int, str]:
-        """Ask every rank for its main thread's Python stack; wait up to ``timeout_s``."""
-        token = str(time.time_ns())
-        self._store.set(f"{run_id}/stack_request", token)
-        keys = {r: f"{run_id}/stack/{r}/{token}" for r in range(world_size)}
-        deadline = time.monotonic() + timeout_s
-        stacks: dict[int, str] = {}
-        while len(stacks) < world_size and time.monotonic() < deadline:
-            for r, k in keys.items():
-                if r not in stacks and self._store.check([k]):
-                    stacks[r] = self._store.get(k).decode("utf-8", "replace")
-            time.sleep(0.02)
-        for r in range(world_size):
-            stacks.setdefault(r, "(no answer: the rank's process or its publisher thread is not responding)")
-        return stacks
 
 
 class ProgressPublisher:
@@ -256,7 +100,7 @@ class ProgressPublisher:
         self._main_ident = threading.main_thread().ident
         self._last_request: bytes | None = None
         try:
-            self._store = _store(address[0], address[1], master=False, timeout_s=5.0)
+            self._store = connect_store(address[0], address[1], master=False, timeout_s=5.0)
         except Exception:  # noqa: BLE001 - no hub reachable: run without live detection
             self._store = None
         self._thread = threading.Thread(target=self._loop, name=f"nccl-workbook-progress-{rank}", daemon=True)
@@ -346,63 +190,3 @@ def short_paths(text: str) -> str:
     text = re.sub(r'File "[^"]*?(?:site|dist)-packages/', 'File "', text)
     stdlib = sysconfig.get_paths().get("stdlib")
     return text.replace(stdlib.rstrip(os.sep) + os.sep, "") if stdlib else text
-
-
-def stacks_html(stacks: dict[int, str], *, last_lines: int = 12, where: dict[int, str] | None = None) -> str:
-    """Every rank's stack side by side (the innermost ``last_lines`` lines), as HTML."""
-    import html
-
-    cols = []
-    for r in sorted(stacks):
-        lines = stacks[r].rstrip().splitlines()[-last_lines:]
-        head = f"<b>rank {r}</b>" + (f"<br><i>{html.escape(where[r])}</i>" if where and r in where else "")
-        cols.append(f"<td style='vertical-align:top;text-align:left'>{head}<pre style='font-size:10px'>"
-                    f"{html.escape(chr(10).join(lines))}</pre></td>")
-    return f"<table><tr>{''.join(cols)}</tr></table>"
-
-
-def local_engine_pids(profile_dir: str | None = None) -> dict[str, list[int]]:
-    """cluster id -> pids of the ipyparallel engines on this host started under the workbook's
-    state folder (or ``profile_dir``), found from their environment."""
-    import psutil
-
-    from nccl_workbook.cluster import state_dir
-
-    from nccl_workbook._zygote import CMD_MARKER
-
-    base = profile_dir or str(state_dir())
-    found: dict[str, list[int]] = {}
-    for p in psutil.process_iter(["pid", "ppid", "cmdline"]):
-        try:
-            cmd = " ".join(p.info["cmdline"] or [])
-            if CMD_MARKER in cmd:
-                # an engine forked from the fork server shares its command line; the server is
-                # the one whose parent is not a server
-                if CMD_MARKER not in " ".join(psutil.Process(p.info["ppid"]).cmdline()):
-                    continue
-            elif "ipyparallel.engine" not in cmd or "nanny" in cmd:
-                continue
-            env = p.environ()
-        except (psutil.Error, OSError):
-            continue
-        if env.get("IPP_PROFILE_DIR", "").startswith(base):
-            found.setdefault(env.get("IPP_CLUSTER_ID", "?"), []).append(p.pid)
-    return {k: sorted(v) for k, v in found.items()}
-
-
-def py_spy_dump(pid: int, *, timeout_s: float = 10.0, native: bool = False) -> str:
-    """``py-spy dump --pid PID``: a live process's Python (and with ``native``, C/C++) stacks,
-    from outside the process. Needs permission to ptrace it (root, or the same user with
-    ptrace_scope 0). Returns the text, or a one-line reason it could not."""
-    import shutil
-    import subprocess
-
-    exe = shutil.which("py-spy") or (sys.prefix + "/bin/py-spy")
-    cmd = [exe, "dump", "--pid", str(pid)] + (["--native"] if native else [])
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except FileNotFoundError:
-        return "(py-spy is not installed: pip install py-spy)"
-    except subprocess.TimeoutExpired:
-        return f"(py-spy did not answer within {timeout_s:g} s)"
-    return out.stdout if out.returncode == 0 else f"(py-spy failed: {out.stderr.strip()[:300]})"

@@ -33,7 +33,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from nccl_workbook.results import RankReport, RankStatus, classify_error
+from nccl_workbook.results import RankReport
+from nccl_workbook.status import RankStatus, classify_error, error_text
 from nccl_workbook.trace import Tracer
 
 __all__ = ["RankContext", "RankSpec", "EngineInfo", "run_rank", "engine_setup", "pick_rendezvous"]
@@ -153,13 +154,6 @@ def _debug_level(level: str | None) -> Iterator[None]:
         yield
 
 
-def _short_error(exc: BaseException) -> str:
-    """First meaningful line of an exception, without gloo's C++ frame dump."""
-    text = str(exc).strip() or type(exc).__name__
-    first = text.splitlines()[0]
-    return f"{type(exc).__name__}: {first}"[:400]
-
-
 def run_rank(spec: RankSpec) -> RankReport:
     """Run one rank of one run; never raises for what the rank program or the group does."""
     import torch
@@ -205,7 +199,7 @@ def run_rank(spec: RankSpec) -> RankReport:
                 metrics = dict(spec.program(ctx, spec.params) or {})
     except BaseException as e:  # noqa: BLE001 - every failure of a rank is data
         exc_type = type(e).__name__
-        error = _short_error(e)
+        error = error_text(e)[:2000]
         status = classify_error(exc_type, str(e))
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-12))[-6000:]
     finally:
@@ -226,7 +220,7 @@ def run_rank(spec: RankSpec) -> RankReport:
         traceback=tb,
         steps=tracer.steps_done,
         step_times_ns=tuple(tracer.step_times_ns),
-        rows=tuple(tuple(r.__dict__.values()) for r in tracer.rows),
+        rows=tuple(tracer.rows),
         metrics={k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool, type(None)))},
         pid=os.getpid(),
         host=socket.gethostname(),

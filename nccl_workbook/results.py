@@ -16,17 +16,18 @@ Usage::
 
 from __future__ import annotations
 
-import enum
-import html
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from nccl_workbook.status import Outcome, RankStatus, classify_error
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from nccl_workbook.diagnose import Diagnosis
-    from nccl_workbook.live import HangReport
+    from nccl_workbook.observer import HangReport
+    from nccl_workbook.trace import TraceRow
 
 __all__ = [
     "RankStatus",
@@ -36,78 +37,6 @@ __all__ = [
     "RunResult",
     "classify_error",
 ]
-
-
-class RankStatus(str, enum.Enum):
-    """How one rank's run ended."""
-
-    OK = "ok"
-    #: the rank waited in a collective (or for the store) until the process-group timeout fired,
-    #: or did not answer within the client-side deadline
-    TIMEOUT = "timeout"
-    #: a peer closed its connection (gloo: "Connection closed by peer"); the rank itself was fine
-    PEER_CLOSED = "peer_closed"
-    #: the rank's own code raised
-    ERROR = "error"
-    #: the rank's process died (signal, abort) or its engine had to be killed
-    CRASHED = "crashed"
-
-
-class Outcome(str, enum.Enum):
-    """How a whole run ended, from its ranks' statuses (see :meth:`Outcome.from_statuses`)."""
-
-    OK = "ok"
-    TIMEOUT = "timeout"
-    ERROR = "error"
-    CRASHED = "crashed"
-
-    @classmethod
-    def from_statuses(cls, statuses: list[RankStatus]) -> Outcome:
-        """``crashed`` if any rank died, else ``timeout`` if any timed out, else ``error`` if any
-        rank failed in another way, else ``ok``."""
-        if RankStatus.CRASHED in statuses:
-            return cls.CRASHED
-        if RankStatus.TIMEOUT in statuses:
-            return cls.TIMEOUT
-        if any(s is not RankStatus.OK for s in statuses):
-            return cls.ERROR
-        return cls.OK
-
-
-_TIMEOUT_MARKERS = (
-    "timed out",
-    "timeout",
-    "watchdog caught collective operation",
-)
-_PEER_MARKERS = (
-    "connection closed by peer",
-    "connection reset by peer",
-    "application timeout caused pair closure",
-    "broken pipe",
-    "ncclremoteerror",
-)
-
-
-def classify_error(exc_type: str, message: str) -> RankStatus:
-    """Map an exception raised on a rank to a :class:`RankStatus`.
-
-    >>> classify_error("RuntimeError", "[../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 3000ms for recv operation to complete")
-    <RankStatus.TIMEOUT: 'timeout'>
-    >>> classify_error("RuntimeError", "[../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:1234")
-    <RankStatus.PEER_CLOSED: 'peer_closed'>
-    >>> classify_error("ValueError", "corrupt sample 17")
-    <RankStatus.ERROR: 'error'>
-    """
-    text = message.lower()
-    # Peer closure is checked first: gloo's "Application timeout caused pair closure" names a
-    # timeout, but it is the peer's timeout, not this rank's.
-    if any(m in text for m in _PEER_MARKERS):
-        return RankStatus.PEER_CLOSED
-    if exc_type in {"DistBackendError", "RuntimeError", "DistStoreError", "TimeoutError", "DistError"} and any(
-        m in text for m in _TIMEOUT_MARKERS
-    ):
-        return RankStatus.TIMEOUT
-    return RankStatus.ERROR
 
 
 @dataclass(frozen=True)
@@ -125,7 +54,7 @@ class RankReport:
     traceback: str | None
     steps: int
     step_times_ns: tuple[int, ...]
-    rows: tuple[tuple, ...]
+    rows: tuple[TraceRow, ...]
     metrics: dict[str, object]
     pid: int
     host: str
@@ -196,8 +125,10 @@ class RunResult:
     #: rank -> wall-clock ns when that rank's run began on its engine (before the group existed);
     #: separates this run's flight-recorder entries from earlier runs' on the same engine
     t_begin_ns: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
-    #: the hang named live, while the group was still alive (see nccl_workbook.live)
+    #: the first stall named live, while the group was still alive (see nccl_workbook.observer)
     hang: HangReport | None = field(default=None, compare=False, repr=False)
+    #: every stall named live during the run, oldest first
+    stalls: tuple[HangReport, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def live_hang(self) -> HangReport | None:
@@ -243,18 +174,20 @@ class RunResult:
         d["detected_culprits"] = [] if live is None else list(live.culprit_ranks)
         d["stacks"] = {} if live is None else {str(k): v for k, v in live.stacks.items()}
         d["live"] = None if self.hang is None else self.hang.to_json()
+        d["stalls"] = [s.to_json() for s in self.stalls]
         return d
 
     def detection_line(self) -> str:
-        """The live detection next to what the timeout needed, in one line."""
-        live = self.live_hang
-        if live is None:
-            if self.hang is not None:
-                return (f"live: ranks {list(self.hang.waiting_ranks)} waited for rank(s) {list(self.hang.culprit_ranks)} "
-                        f"in {self.hang.op} (named after {self.hang.detected_after_s:.1f} s), then it completed")
-            return "live: no rank waited long enough to suspect a hang"
-        return (f"live: named rank(s) {list(live.culprit_ranks)} in {live.op} {live.detected_after_s:.1f} s after the "
-                f"others started waiting; the {self.pg_timeout_s:g} s timeout needed {self.pg_timeout_s / max(live.detected_after_s, 1e-9):.1f}x longer")
+        """The live detection in one line (:func:`nccl_workbook.render.live_line`)."""
+        from nccl_workbook.render import live_line
+
+        return live_line(self)
+
+    def verdict_text(self) -> str:
+        """The diagnosis next to the ground truth, a few lines (:func:`nccl_workbook.render.verdict_text`)."""
+        from nccl_workbook.render import verdict_text
+
+        return verdict_text(self)
 
     def ranks_frame(self) -> pd.DataFrame:
         """One row per rank: status, steps, median step time (ms), seconds it ran, error."""
@@ -272,44 +205,11 @@ class RunResult:
         ).set_index("rank")
 
     def summary_line(self) -> str:
-        culprits = ",".join(map(str, self.culprit_ranks)) or "-"
-        return (
-            f"{self.scenario} [{self.variant}] outcome={self.outcome.value} "
-            f"culprits={culprits} op={self.failed_op or '-'} "
-            f"timeout={self.pg_timeout_s:g}s wall={self.wall_s:.1f}s"
-        )
+        from nccl_workbook.render import summary_line
+
+        return summary_line(self)
 
     def _repr_html_(self) -> str:
-        colour = {"ok": "#2e7d32", "timeout": "#c62828", "error": "#ef6c00", "crashed": "#6a1b9a"}
-        head = (
-            f"<b>{html.escape(self.scenario)}</b> / <code>{html.escape(self.variant)}</code>: "
-            f"<span style='color:{colour[self.outcome.value]};font-weight:bold'>{self.outcome.value}</span>"
-            f" &nbsp; backend={self.backend}, world_size={self.world_size}, "
-            f"pg timeout={self.pg_timeout_s:g} s, wall={self.wall_s:.1f} s"
-        )
-        if self.live_hang is not None:
-            head += (
-                f"<br>named live, before the timeout: culprit rank(s) <b>{list(self.live_hang.culprit_ranks)}</b> "
-                f"in {html.escape(self.live_hang.op)}, {self.live_hang.detected_after_s:.1f} s after the others "
-                f"started waiting (the timeout needed {self.pg_timeout_s:g} s)"
-            )
-        if not self.ok:
-            agree = "agrees" if self.diagnosis_agrees else "DISAGREES"
-            head += (
-                f"<br>diagnosed culprit ranks: <b>{list(self.culprit_ranks)}</b>, failed op: "
-                f"<b>{html.escape(str(self.failed_op))}</b> (ground truth {list(self.expected_culprits)}: {agree})"
-            )
-        rows = "".join(
-            "<tr>"
-            f"<td>{r.rank}</td><td>{r.status.value}</td><td>{r.steps}</td>"
-            f"<td>{'' if r.step_time_median_s is None else f'{r.step_time_median_s * 1e3:.1f}'}</td>"
-            f"<td style='text-align:left'>{html.escape((r.error or '')[:160])}</td>"
-            "</tr>"
-            for r in self.per_rank
-        )
-        table = (
-            "<table><tr><th>rank</th><th>status</th><th>steps</th><th>step median (ms)</th>"
-            f"<th>error</th></tr>{rows}</table>"
-        )
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return f"<div>{head}{table}{'<ul>' + notes + '</ul>' if notes else ''}</div>"
+        from nccl_workbook.render import result_html
+
+        return result_html(self)

@@ -20,16 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from nccl_workbook.cluster import Progress, RankCluster
 from nccl_workbook.diagnose import diagnose
-from nccl_workbook.results import Outcome, RankOutcome, RunResult
+from nccl_workbook.results import RankOutcome, RunResult
 from nccl_workbook.scenarios import get_scenario
+from nccl_workbook.status import Outcome
 from nccl_workbook.trace import trace_frame
 
 if TYPE_CHECKING:  # pragma: no cover
-    from nccl_workbook.live import HangReport
+    from nccl_workbook.cluster import RankCluster
+    from nccl_workbook.cluster_run import ClusterRun, Progress
+    from nccl_workbook.observer import HangReport
 
-__all__ = ["run_scenario", "run_variants", "combined_trace", "resolve_variants", "validate_run_args"]
+__all__ = ["run_scenario", "run_variants", "run_program", "result_from_run", "combined_trace", "resolve_variants",
+           "validate_run_args"]
 
 
 def resolve_variants(scenario_id: str, variant: str | Sequence[str]) -> list[str]:
@@ -85,11 +88,22 @@ def run_scenario(
         flight_recorder=flight_recorder,
         on_hang=on_hang,
     )
+    return result_from_run(
+        run, scenario=scenario.id, variant=variant,
+        expected_culprits=() if spec.expect_ok else tuple(scenario.expected_culprits(params, ws)),
+        expected_op=None if spec.expect_ok else scenario.expected_op,
+    )
+
+
+def result_from_run(run: ClusterRun, *, scenario: str, variant: str, expected_culprits: tuple[int, ...] = (),
+                    expected_op: str | None = None) -> RunResult:
+    """One run's reports -> a diagnosed :class:`RunResult` (trace frame, per-rank outcomes, diagnosis).
+    ``expected_*`` are the ground truth where one is known (a scenario's); empty for anything else."""
     rows = [row for rep in run.reports for row in rep.rows]
     trace = trace_frame(rows, offsets_ns=run.clock_offsets_ns)
     statuses = {rep.rank: rep.status for rep in run.reports}
     diag = diagnose(
-        trace, statuses, world_size=ws, pg_timeout_s=pg_timeout,
+        trace, statuses, world_size=run.world_size, pg_timeout_s=run.pg_timeout_s,
         tracebacks={rep.rank: rep.traceback for rep in run.reports},
     )
     per_rank = tuple(
@@ -105,17 +119,16 @@ def run_scenario(
         )
         for rep in run.reports
     )
-    outcome = Outcome.from_statuses([r.status for r in per_rank])
     return RunResult(
-        scenario=scenario.id,
+        scenario=scenario,
         variant=variant,
         backend=run.backend,
-        world_size=ws,
-        pg_timeout_s=pg_timeout,
-        outcome=outcome,
-        expected_culprits=() if spec.expect_ok else tuple(scenario.expected_culprits(params, ws)),
+        world_size=run.world_size,
+        pg_timeout_s=run.pg_timeout_s,
+        outcome=Outcome.from_statuses([r.status for r in per_rank]),
+        expected_culprits=expected_culprits,
         culprit_ranks=diag.culprit_ranks,
-        expected_op=None if spec.expect_ok else scenario.expected_op,
+        expected_op=expected_op,
         failed_op=diag.failed_op,
         per_rank=per_rank,
         wall_s=run.wall_s,
@@ -126,7 +139,16 @@ def run_scenario(
         fr_dumps={rep.rank: rep.fr_dump for rep in run.reports if rep.fr_dump is not None},
         t_begin_ns={rep.rank: rep.t_begin_ns for rep in run.reports},
         hang=run.hang,
+        stalls=run.stalls,
     )
+
+
+def run_program(cluster: RankCluster, program: Callable[..., dict[str, Any] | None], params: Any, *, name: str,
+                variant: str = "run", pg_timeout_s: float, **run_options: Any) -> RunResult:
+    """Any rank program (not a registered scenario) run once and diagnosed like a scenario: the same
+    :class:`RunResult`, with no ground truth. ``run_options`` as for :meth:`RankCluster.run`."""
+    return result_from_run(cluster.run(program, params, pg_timeout_s=pg_timeout_s, **run_options),
+                           scenario=name, variant=variant)
 
 
 def run_variants(

@@ -33,9 +33,6 @@ dtype          string   element type of the input in torch's spelling (``float32
                         several, comma-separated, for a list of tensors that differ); NA for barrier
 ============== ======== ==========================================================================
 
-``dtype`` is the last column, not next to ``numel``, so that rows written before it existed (tuples
-of the first twelve) still build a frame.
-
 A collective's time on a rank is mostly *waiting* for the last rank to arrive; which rank that was
 is a cross-rank question answered by :mod:`nccl_workbook.diagnose`.
 
@@ -62,46 +59,25 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 
-from nccl_workbook.results import RankStatus, classify_error
+from nccl_workbook.ops import OPS, TRACED
+from nccl_workbook.status import RankStatus, classify_error
 
 __all__ = [
     "COLUMNS",
-    "OP_NAMES",
     "Tracer",
     "TraceRow",
     "trace_frame",
     "validate_trace",
     "TraceValidationError",
     "read_spill",
+    "close_open_rows",
     "join_dtypes",
-    "COLUMN_INDEX",
 ]
-
-#: torch.distributed function -> op name as NCCL's WorkNCCL / flight recorder spell it
-OP_NAMES: dict[str, str] = {
-    "all_reduce": "ALLREDUCE",
-    "broadcast": "BROADCAST",
-    "reduce": "REDUCE",
-    "all_gather": "ALLGATHER",
-    "all_gather_single": "_ALLGATHER_BASE",
-    "all_gather_into_tensor": "_ALLGATHER_BASE",
-    "gather": "GATHER",
-    "scatter": "SCATTER",
-    "reduce_scatter": "REDUCE_SCATTER",
-    "reduce_scatter_single": "_REDUCE_SCATTER_BASE",
-    "reduce_scatter_tensor": "_REDUCE_SCATTER_BASE",
-    "all_to_all": "ALLTOALL",
-    "all_to_all_single": "ALLTOALL_BASE",
-    "barrier": "BARRIER",
-    "monitored_barrier": "MONITORED_BARRIER",
-    "send": "SEND",
-    "recv": "RECV",
-}
 
 #: column name -> pandas dtype; the frame has exactly these columns, in this order
 COLUMNS: dict[str, str] = {
@@ -119,36 +95,44 @@ COLUMNS: dict[str, str] = {
     "status": "string",
     "dtype": "string",
 }
-#: column name -> position in a row tuple
-COLUMN_INDEX: dict[str, int] = {c: i for i, c in enumerate(COLUMNS)}
 _KINDS = {"step", "region", "collective"}
 _STATUSES = {s.value for s in RankStatus} | {"running"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TraceRow:
-    """One event on one rank; field order matches :data:`COLUMNS`."""
+    """One event on one rank, built by keyword; the fields are the frame's :data:`COLUMNS`.
+    A row that closes is a new row (``dataclasses.replace(row, t_end_ns=..., status=...)``)."""
 
     rank: int
     kind: str
     name: str
-    pg: str | None
-    seq: int | None
-    step: int | None
-    numel: int | None
-    nbytes: int | None
     t_enqueue_ns: int
-    t_start_ns: int | None
-    t_end_ns: int | None
     status: str
+    pg: str | None = None
+    seq: int | None = None
+    step: int | None = None
+    numel: int | None = None
+    nbytes: int | None = None
+    t_start_ns: int | None = None
+    t_end_ns: int | None = None
     dtype: str | None = None
 
+    @property
+    def key(self) -> tuple[object, ...]:
+        """What identifies the event on its rank: fields that never change when the row closes."""
+        return (self.kind, self.name, self.pg, self.seq, self.step, self.t_enqueue_ns)
 
-def read_spill(path: str) -> tuple[tuple, ...]:
+    def to_json(self) -> str:
+        """One line of a spill file: the fields by name."""
+        return json.dumps(vars(self), separators=(",", ":"))
+
+
+def read_spill(path: str) -> tuple[TraceRow, ...]:
     """The rows a :class:`Tracer` spilled to ``path``, each in its last state, in the order they
     opened: what a rank had recorded when its process died. A torn last line is skipped; a missing
     file gives no rows."""
-    latest: dict[tuple, tuple] = {}
+    latest: dict[tuple[object, ...], TraceRow] = {}
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -156,33 +140,41 @@ def read_spill(path: str) -> tuple[tuple, ...]:
         return ()
     for line in lines:
         try:
-            row = tuple(json.loads(line))
-        except ValueError:
+            row = TraceRow(**json.loads(line))
+        except (ValueError, TypeError):
             continue
-        if len(row) != len(COLUMNS):
-            continue
-        # these never change when a row closes; a dict keeps first-insertion order
-        latest[tuple(row[COLUMN_INDEX[c]] for c in ("kind", "name", "pg", "seq", "step", "t_enqueue_ns"))] = row
+        latest[row.key] = row  # a dict keeps first-insertion order
     return tuple(latest.values())
+
+
+def close_open_rows(rows: Sequence[TraceRow], others: Iterable[TraceRow], *, fallback_ns: int) -> tuple[TraceRow, ...]:
+    """A dead rank's rows that were still open end, with status ``crashed``, when it died. That
+    moment is not recorded; the best estimate is the first time after its last event at which a
+    peer saw a connection close (gloo peers notice within milliseconds), else ``fallback_ns``
+    (when the client learnt of the death)."""
+    if not rows:
+        return ()
+    last = max(max(r.t_enqueue_ns, r.t_end_ns or 0) for r in rows)
+    seen = [o.t_end_ns for o in others
+            if o.status == RankStatus.PEER_CLOSED.value and o.t_end_ns is not None and o.t_end_ns >= last]
+    died = min(seen, default=max(fallback_ns, last))
+    return tuple(replace(r, t_end_ns=died, status=RankStatus.CRASHED.value) if r.t_end_ns is None else r for r in rows)
 
 
 class TraceValidationError(ValueError):
     """A trace frame does not have the documented columns, dtypes or invariants."""
 
 
-def trace_frame(rows: Sequence[TraceRow | tuple], *, offsets_ns: dict[int, int] | None = None) -> pd.DataFrame:
-    """Rows (``TraceRow`` or plain tuples in :data:`COLUMNS` order) -> validated frame.
+def trace_frame(rows: Iterable[TraceRow], *, offsets_ns: dict[int, int] | None = None) -> pd.DataFrame:
+    """Rows -> validated frame, one row per event, in time order.
 
     ``offsets_ns`` maps rank -> nanoseconds to *subtract* from that rank's times (its clock's
     lead over the client's), for traces from several hosts.
     """
-    n = len(COLUMNS)
-    tuples = [tuple(r.__dict__.values()) if isinstance(r, TraceRow) else tuple(r) for r in rows]
-    # rows from before the dtype column (e.g. stored results) lack it: NA
-    tuples = [t + (None,) * (n - len(t)) if len(t) == n - 1 else t for t in tuples]
+    records = [[getattr(r, c) for c in COLUMNS] for r in rows]
     # object first: a column of ints with None would otherwise go through float64 and lose the last
     # digits of nanosecond wall-clock times (they round to 256 ns)
-    df = pd.DataFrame(tuples, columns=list(COLUMNS), dtype=object) if tuples else pd.DataFrame(columns=list(COLUMNS))
+    df = pd.DataFrame(records, columns=list(COLUMNS), dtype=object) if records else pd.DataFrame(columns=list(COLUMNS))
     df = df.astype(COLUMNS)
     if offsets_ns:
         shift = df["rank"].map(lambda r: offsets_ns.get(int(r), 0)).astype("Int64")
@@ -293,7 +285,8 @@ class Tracer:
         """Mark one training step. Its row is ``ok`` if the body returns, else the error's status."""
         self._current_step = index
         t0 = time.time_ns()
-        self._emit(TraceRow(self.rank, "step", "step", None, None, index, None, None, t0, t0, None, "running"))
+        self._emit(TraceRow(rank=self.rank, kind="step", name="step", step=index, t_enqueue_ns=t0, t_start_ns=t0,
+                            status="running"))
         status = "ok"
         try:
             yield
@@ -311,7 +304,8 @@ class Tracer:
     def region(self, name: str) -> Iterator[None]:
         """Mark a compute region (``generate_samples``, ``log_flush``, …) on this rank."""
         t0 = time.time_ns()
-        row = TraceRow(self.rank, "region", name, None, None, self._current_step, None, None, t0, t0, None, "running")
+        row = TraceRow(rank=self.rank, kind="region", name=name, step=self._current_step, t_enqueue_ns=t0, t_start_ns=t0,
+                       status="running")
         self._emit(row)
         status = "ok"
         try:
@@ -333,7 +327,8 @@ class Tracer:
         import torch.distributed as dist
         import torch.distributed.distributed_c10d as c10d
 
-        for fn_name, op in OP_NAMES.items():
+        for fn_name in TRACED:
+            op = OPS[fn_name]
             for module in (dist, c10d):
                 original = getattr(module, fn_name, None)
                 if original is None or (module, fn_name) in self._originals:
@@ -383,8 +378,8 @@ class Tracer:
             with tracer._lock:
                 seq = tracer._seq[pg] = tracer._seq.get(pg, 0) + 1
             t0 = time.time_ns()
-            row = TraceRow(tracer.rank, "collective", op, pg, seq, tracer._current_step, numel, nbytes, t0, t0, None,
-                           "running", dtype)
+            row = TraceRow(rank=tracer.rank, kind="collective", name=op, pg=pg, seq=seq, step=tracer._current_step,
+                           numel=numel, nbytes=nbytes, t_enqueue_ns=t0, t_start_ns=t0, status="running", dtype=dtype)
             tracer._emit(row)
             tracer._local.depth = 1
             try:
@@ -435,7 +430,7 @@ class Tracer:
     def _spill(self, row: TraceRow) -> None:
         if self._spill_fd is None:
             return
-        line = (json.dumps(tuple(row.__dict__.values())) + "\n").encode()
+        line = (row.to_json() + "\n").encode()
         with self._lock:  # against close() from another thread: never write to a reused fd number
             if self._spill_fd is not None:
                 try:
@@ -451,7 +446,7 @@ class Tracer:
                 self._spill_fd = None
 
     def _replace(self, row: TraceRow, *, t_end_ns: int, status: str) -> None:
-        new = TraceRow(**{**row.__dict__, "t_end_ns": t_end_ns, "status": status})
+        new = replace(row, t_end_ns=t_end_ns, status=status)
         with self._lock:
             for i in range(len(self.rows) - 1, -1, -1):
                 if self.rows[i] is row:

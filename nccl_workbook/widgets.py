@@ -35,14 +35,13 @@ import base64
 import html
 import io
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
-from nccl_workbook.cluster import RankCluster
+from nccl_workbook.render import results_html, summary_line
 from nccl_workbook.results import RunResult
 from nccl_workbook.runner import combined_trace, run_scenario
 from nccl_workbook.scenarios import get_scenario
@@ -50,154 +49,20 @@ from nccl_workbook.scenarios import get_scenario
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
-    from nccl_workbook.live import HangReport
+    from nccl_workbook.cluster import RankCluster
+    from nccl_workbook.observer import HangReport
     from nccl_workbook.scenarios.base import Scenario
 
-__all__ = ["ScenarioPanel", "results_html", "stacks_html", "short_error", "clean_float", "figure_png"]
+__all__ = ["ScenarioPanel", "clean_float", "figure_png"]
 
 #: knob name -> (label, min, max, step)
 Knobs = Mapping[str, tuple[str, float, float, float]]
 
-_OUTCOME_COLOUR = {"ok": "#2e7d32", "timeout": "#c62828", "error": "#ef6c00", "crashed": "#6a1b9a"}
 _LEVEL_COLOUR = {"ok": "#2e7d32", "info": "#37474f", "live": "#e65100", "warn": "#c62828"}
-_SOURCE_PATH = re.compile(r"\[(?:/|[A-Za-z]:\\)[^\]\s]*[/\\]([^/\\\]\s]+:\d+)\]")
 _PLOT_DPI = 80
 
 
 # -- pure helpers (tested without a browser) -------------------------------------------------------
-def short_error(text: str | None, limit: int = 300) -> str:
-    """An error message made readable in a table: build paths in gloo's ``[/__w/.../pair.cc:553]``
-    shortened to ``[pair.cc:553]``, cut to ``limit`` characters.
-
-    >>> short_error("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer")
-    'RuntimeError: [pair.cc:553] Connection closed by peer'
-    """
-    if not text:
-        return ""
-    text = _SOURCE_PATH.sub(r"[\1]", text.strip())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _outcome_span(outcome: str) -> str:
-    return f"<span style='color:{_OUTCOME_COLOUR.get(outcome, '#000')};font-weight:bold'>{html.escape(outcome)}</span>"
-
-
-def _ranks(ranks: Sequence[int]) -> str:
-    return ", ".join(map(str, ranks)) if ranks else "–"
-
-
-_TABLE = "style='border-collapse:collapse;margin:4px 0 8px 0'"
-_TH = "style='text-align:left;padding:2px 10px 2px 0;border-bottom:1px solid #999'"
-_TD = "style='text-align:left;padding:2px 10px 2px 0;vertical-align:top'"
-_TDN = "style='text-align:right;padding:2px 10px 2px 0;vertical-align:top'"
-
-
-def _summary_table(results: Sequence[RunResult]) -> str:
-    head = "".join(f"<th {_TH}>{h}</th>" for h in (
-        "variant", "outcome", "group timeout (s)", "wall (s)", "culprit rank(s), diagnosed",
-        "failed op", "ground truth", "named live after (s)"))
-    rows = []
-    for r in results:
-        if r.ok:
-            truth = "–"
-        else:
-            mark = "agrees" if r.diagnosis_agrees else "<b style='color:#c62828'>DISAGREES</b>"
-            truth = f"{_ranks(r.expected_culprits)} ({mark})"
-        live = r.live_hang
-        rows.append(
-            "<tr>"
-            f"<td {_TD}><code>{html.escape(r.variant)}</code></td><td {_TD}>{_outcome_span(r.outcome.value)}</td>"
-            f"<td {_TDN}>{r.pg_timeout_s:g}</td><td {_TDN}>{r.wall_s:.1f}</td>"
-            f"<td {_TD}>{_ranks(r.culprit_ranks)}</td><td {_TD}>{html.escape(r.failed_op or '–')}</td>"
-            f"<td {_TD}>{truth}</td>"
-            f"<td {_TDN}>{'–' if live is None else f'{live.detected_after_s:.1f}'}</td>"
-            "</tr>"
-        )
-    return f"<table {_TABLE}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _ranks_table(r: RunResult) -> str:
-    head = "".join(f"<th {_TH}>{h}</th>" for h in ("rank", "status", "steps", "step median (ms)", "ran (s)", "error"))
-    rows = []
-    for o in r.per_rank:
-        err = o.error or ""
-        rows.append(
-            "<tr>"
-            f"<td {_TDN}>{o.rank}</td><td {_TD}>{_outcome_span(o.status.value) if o.status.value != 'ok' else 'ok'}</td>"
-            f"<td {_TDN}>{o.steps}</td>"
-            f"<td {_TDN}>{'' if o.step_time_median_s is None else f'{o.step_time_median_s * 1e3:.1f}'}</td>"
-            f"<td {_TDN}>{'' if o.wall_s is None else f'{o.wall_s:.2f}'}</td>"
-            f"<td style='text-align:left;padding:2px 0;vertical-align:top;white-space:normal;max-width:60em'"
-            f" title='{html.escape(err, quote=True)}'>{html.escape(short_error(err))}</td>"
-            "</tr>"
-        )
-    return f"<table {_TABLE}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _details(r: RunResult) -> str:
-    lines = []
-    if not r.ok:
-        agree = "agrees with" if r.diagnosis_agrees else "<b style='color:#c62828'>disagrees with</b>"
-        lines.append(
-            f"From the trace alone: culprit rank(s) <b>{_ranks(r.culprit_ranks)}</b>, failed op "
-            f"<b>{html.escape(str(r.failed_op))}</b>; this {agree} the ground truth "
-            f"({_ranks(r.expected_culprits)}, {html.escape(str(r.expected_op))})."
-        )
-    live = r.live_hang
-    if live is not None:
-        lines.append(
-            f"Named live, before the timeout: {html.escape(live.message)}; the {r.pg_timeout_s:g} s group "
-            f"timeout would have taken {max(r.pg_timeout_s - live.detected_after_s, 0):.1f} s longer."
-        )
-    elif r.hang is not None and r.hang.resolved:
-        lines.append(f"A long wait was suspected live and then ended by itself (not a hang): {html.escape(r.hang.message)}.")
-    text = "".join(f"<div style='margin:2px 0'>{x}</div>" for x in lines)
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.notes)
-    body = text + _ranks_table(r) + (f"<div>What the cluster did:</div><ul style='margin:2px 0'>{notes}</ul>" if notes else "")
-    if live is not None and live.stacks:
-        body += (
-            "<details style='margin:2px 0 6px 0'><summary>every rank's Python stack when the hang was named "
-            "(innermost frames, the workbook's own frames left out)</summary>"
-            f"{stacks_html(live.stacks, live.where)}</details>"
-        )
-    opened = "" if r.ok else " open"
-    return (
-        f"<details{opened} style='margin:4px 0'><summary><code>{html.escape(r.variant)}</code>: "
-        f"{_outcome_span(r.outcome.value)}, per-rank details</summary><div style='margin-left:1.2em'>{body}</div></details>"
-    )
-
-
-def _program_frames(stack: str, last_lines: int) -> list[str]:
-    """The innermost ``last_lines`` lines of a rank's stack, without the frames above the rank
-    program (IPython's exec, the engine's ``run_rank``) when they can be told apart."""
-    lines = stack.rstrip().splitlines()
-    starts = [i for i, x in enumerate(lines) if x.lstrip().startswith("File ") and x.rstrip().endswith("in run_rank")]
-    if starts and starts[-1] + 2 < len(lines):
-        lines = lines[starts[-1] + 2:]
-    return lines[-last_lines:]
-
-
-def stacks_html(stacks: Mapping[int, str], where: Mapping[int, str] | None = None, *, last_lines: int = 10) -> str:
-    """Every rank's stack one below the other (full width, no wrapping, scrolls sideways), with
-    where the rank was when the hang was named."""
-    parts = []
-    for r in sorted(stacks):
-        at = f": <i>{html.escape(where[r])}</i>" if where and r in where else ""
-        text = html.escape("\n".join(_program_frames(stacks[r], last_lines)))
-        parts.append(f"<div style='margin:4px 0 0 0'><b>rank {r}</b>{at}</div>"
-                     f"<pre style='white-space:pre;overflow-x:auto;font-size:11px;line-height:1.25;margin:0 0 4px 0;"
-                     f"padding:4px;background:#f6f6f6'>{text}</pre>")
-    return f"<div style='margin-left:1.2em'>{''.join(parts)}</div>"
-
-
-def results_html(results: Sequence[RunResult]) -> str:
-    """The panel's results as one HTML fragment: the summary table (one row per variant), then each
-    variant's details (open for runs that failed)."""
-    if not results:
-        return ""
-    return "<div>" + _summary_table(results) + "".join(_details(r) for r in results) + "</div>"
-
-
 def figure_png(fig: Figure, dpi: float | None = None) -> bytes:
     """A matplotlib Figure as PNG bytes (no pyplot involved)."""
     buf = io.BytesIO()
@@ -381,7 +246,7 @@ class ScenarioPanel(w.VBox):
         Sets the Output widget's ``outputs`` directly, so it works from a button click, a cell, or
         plain Python (tests), and never flickers."""
         bundles = [_bundle({"text/html": results_html(self.results),
-                            "text/plain": "\n".join(r.summary_line() for r in self.results)})]
+                            "text/plain": "\n".join(summary_line(r) for r in self.results)})]
         if plots:
             from nccl_workbook import plots as plotting
 

@@ -38,7 +38,7 @@ from nccl_workbook.flight.dumps import (
     select_run,
     snapshot_at,
 )
-from nccl_workbook.results import RankStatus
+from nccl_workbook.status import RankStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -174,13 +174,13 @@ def trace_from_dumps(dumps: FlightDumps) -> pd.DataFrame:
     within the timeout, with ``t_end_ns`` = the last member's arrival (the earliest it can have
     completed), else ``running``; ``t_start_ns`` is the call time, as the tracer records it.
     """
-    from nccl_workbook.trace import trace_frame
+    from nccl_workbook.trace import TraceRow, trace_frame
 
     selected = select_run(dumps)
     ops = _ops(selected)
     rows = [
-        (o.rank, "collective", o.name, o.pg, o.seq, None, o.numel, o.nbytes, o.created_ns, f.t_start_ns, f.t_end_ns, f.status,
-         o.dtype)
+        TraceRow(rank=o.rank, kind="collective", name=o.name, pg=o.pg, seq=o.seq, numel=o.numel, nbytes=o.nbytes,
+                 t_enqueue_ns=o.created_ns, t_start_ns=f.t_start_ns, t_end_ns=f.t_end_ns, status=f.status, dtype=o.dtype)
         for o, f in zip(ops, _fates(selected, ops))
     ]
     return trace_frame(rows)

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nccl_workbook.ops import op_name
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -106,38 +108,6 @@ class FlightFrame:
         return f"{self.name} at {os.path.basename(self.filename)}:{self.line}"
 
 
-#: op name inside ``profiling_name`` (``nccl:all_reduce``) -> NCCL's spelling (``OpType``)
-_FR_OPS: dict[str, str] = {
-    "all_reduce": "ALLREDUCE",
-    "allreduce_coalesced": "ALLREDUCE_COALESCED",
-    "all_reduce_barrier": "BARRIER",
-    "barrier": "BARRIER",
-    "broadcast": "BROADCAST",
-    "_broadcast_oop": "BROADCAST",
-    "reduce": "REDUCE",
-    "_reduce_oop": "REDUCE",
-    "all_gather": "ALLGATHER",
-    "all_gather_v": "ALLGATHER",
-    "_all_gather_base": "_ALLGATHER_BASE",
-    "all_gather_single": "_ALLGATHER_BASE",
-    "all_gather_into_tensor_coalesced": "ALLGATHER_COALESCED",
-    "ALLGATHER_coalesced": "ALLGATHER_COALESCED",
-    "reduce_scatter": "REDUCE_SCATTER",
-    "reduce_scatter_v": "REDUCE_SCATTER",
-    "_reduce_scatter_base": "_REDUCE_SCATTER_BASE",
-    "reduce_scatter_single": "_REDUCE_SCATTER_BASE",
-    "reduce_scatter_tensor_coalesced": "REDUCE_SCATTER_COALESCED",
-    "REDUCE_SCATTER_coalesced": "REDUCE_SCATTER_COALESCED",
-    "gather": "GATHER",
-    "scatter": "SCATTER",
-    "all_to_all": "ALLTOALL",
-    "all_to_all_single": "ALLTOALL_BASE",
-    "all_to_all_v_single": "ALLTOALL_BASE",
-    "send": "SEND",
-    "recv": "RECV",
-    "coalesced": "COALESCED",
-}
-
 #: the recorder's ScalarType names -> (torch's spelling, as in the trace's ``dtype`` column; bytes per element)
 _DTYPES: dict[str, tuple[str, int]] = {
     "Float": ("float32", 4), "Double": ("float64", 8), "Half": ("float16", 2), "BFloat16": ("bfloat16", 2),
@@ -153,14 +123,12 @@ TRACKS_COMPLETION = {"nccl", "ncclx", "rccl", "rcclx", "xccl", "hccl", "mccl"}
 
 
 def nccl_op_name(profiling_name: str) -> str:
-    """``nccl:all_reduce_barrier`` -> ``BARRIER``, ``gloo:all_gather`` -> ``ALLGATHER``,
-    ``nccl:send 0->1`` -> ``SEND``; unknown names are upper-cased.
+    """``nccl:all_reduce_barrier`` -> ``BARRIER``: :func:`nccl_workbook.ops.op_name`.
 
     >>> nccl_op_name("gloo:all_reduce"), nccl_op_name("nccl:_all_gather_base"), nccl_op_name("nccl:recv 1<-0")
     ('ALLREDUCE', '_ALLGATHER_BASE', 'RECV')
     """
-    op = profiling_name.split(":", 1)[-1].split(" ", 1)[0]
-    return _FR_OPS.get(op, op.upper())
+    return op_name(profiling_name)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["make_mlp", "make_ddp", "train_steps", "paced", "short_error", "rank_stop_frame", "stay_like_nccl"]
+from nccl_workbook.status import short_error
+
+__all__ = ["make_mlp", "make_ddp", "train_steps", "paced", "rank_stop_frame", "stay_like_nccl"]
 
 
 def make_mlp(dim: int = 64, hidden: int = 128, depth: int = 3, seed: int = 0) -> Any:
@@ -91,17 +93,6 @@ def stay_like_nccl(pg_timeout_s: float, failed_at_ns: int, *, margin_s: float = 
     return max(left, 0.0)
 
 
-def short_error(text: str, width: int = 120) -> str:
-    """An error without DDP's callback wrapper and gloo's source path, cut to ``width``:
-    ``RuntimeError: Timed out waiting 3000ms for recv operation to complete``."""
-    import re
-
-    text = re.sub(r"Got the following error when running the callback: ", "", text)
-    text = re.sub(r"\[[^\]]*(gloo|c10d)[^\]]*\] ?", "", text)
-    text = re.sub(r"^(\w+: )\1", r"\1", text)
-    return text[:width]
-
-
 def rank_stop_frame(result: Any, t0_ns: int | None, *, cause_column: str,
                     names_cause: Callable[[int, str], bool]) -> Any:
     """Per rank: how its run ended (``stopped`` when a guard stopped it on purpose), when it
@@ -124,7 +115,7 @@ def rank_stop_frame(result: Any, t0_ns: int | None, *, cause_column: str,
         rows[out.rank] = {
             "status": "stopped" if m.get("stopped_early") else out.status.value,
             "stopped_after_s": None if t_stop is None or t0_ns is None else round((t_stop - t0_ns) / 1e9, 3),
-            "reported": short_error(text),
+            "reported": short_error(text, 120),
             cause_column: bool(names_cause(out.rank, text)),
         }
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols).rename_axis("rank")

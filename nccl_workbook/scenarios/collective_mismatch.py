@@ -43,15 +43,19 @@ broken run into an immediate error on every rank that names rank 3.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.fixes.desync import any_rank, check_same, detail_group, pad_to
 from nccl_workbook.fixes.uneven import max_across_ranks
 from nccl_workbook.scenarios._common import make_ddp, make_mlp
 from nccl_workbook.scenarios.base import Scenario, Variant
 
-__all__ = ["Params", "program", "SCENARIO", "make_batch", "log_class_counts", "dtype_program"]
+if TYPE_CHECKING:  # pragma: no cover
+    from nccl_workbook.results import RunResult
+
+__all__ = ["Params", "program", "SCENARIO", "make_batch", "log_class_counts", "dtype_program", "dtype_summary"]
 
 _KINDS = {"shape", "op"}
 _MODES = {"broken", "static", "agree"}
@@ -200,6 +204,20 @@ def dtype_program(ctx: Any, dtype: str) -> dict[str, Any]:
     t = torch.ones(8, dtype=getattr(torch, dtype) if odd else torch.float32)
     dist.all_reduce(t)
     return {"sum": float(t.double().sum())}
+
+
+def dtype_summary(results: Sequence[RunResult]) -> str:
+    """What each run of :func:`dtype_program` did (``variant`` = the last rank's dtype): every rank's
+    status, the sums it got (``8 x world size`` is right), and the diagnosis from the trace."""
+    lines = []
+    for r in results:
+        sums = [None if r.metrics.get(p.rank, {}).get("sum") is None else round(float(r.metrics[p.rank]["sum"]), 1)
+                for p in r.per_rank]
+        lines.append(f"{r.variant}: ranks {[p.status.value for p in r.per_rank]}, sums {sums} "
+                     f"(correct: {8.0 * r.world_size})")
+        if r.diagnosis is not None:
+            lines.append(f"  {r.diagnosis.verdict.value}, culprit {list(r.culprit_ranks)}: {r.diagnosis.message}")
+    return "\n".join(lines)
 
 
 SCENARIO = Scenario(

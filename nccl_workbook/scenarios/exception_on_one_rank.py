@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.fixes.failfast import FailFast
-from nccl_workbook.scenarios._common import make_ddp, make_mlp, rank_stop_frame, short_error, stay_like_nccl
+from nccl_workbook.scenarios._common import make_ddp, make_mlp, rank_stop_frame, stay_like_nccl
 from nccl_workbook.scenarios.base import Scenario, Variant
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,8 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from nccl_workbook.results import RunResult
 
-__all__ = ["Params", "program", "SCENARIO", "decode_sample", "encoded_sample", "stop_frame", "detection_summary",
-           "short_error"]
+__all__ = ["Params", "program", "SCENARIO", "decode_sample", "encoded_sample", "stop_frame", "detection_summary"]
 
 ENDINGS = ("plain", "seed-000", "fail-fast")
 

@@ -15,6 +15,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="package")
 def cluster(request: pytest.FixtureRequest) -> RankCluster:
-    c = RankCluster(n_ranks=4)  # attaches to the shared cluster; starts its own if there is none
+    c = RankCluster.start_or_attach(n_ranks=4)  # the session's shared cluster; its own if there is none
     request.addfinalizer(c.stop)
-    return c.start()
+    return c

@@ -50,7 +50,7 @@ def test_engine_death_is_crashed_then_replaced(cluster: RankCluster) -> None:
     assert run.reports[1].status is RankStatus.CRASHED
     # what the dead rank had recorded (its first barrier) comes back from the file its tracer wrote
     dead_rows = run.reports[1].rows
-    assert [(r[2], r[4], r[11]) for r in dead_rows][:1] == [("BARRIER", 1, "ok")]
+    assert [(r.name, r.seq, r.status) for r in dead_rows][:1] == [("BARRIER", 1, "ok")]
     assert any("read back" in n for n in run.notes)
     assert all(r.status is not RankStatus.OK for r in run.reports)
     ok = cluster.run(use_fixes_like_a_user, 0.0, pg_timeout_s=3.0)

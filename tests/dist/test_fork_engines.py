@@ -14,7 +14,7 @@ import pytest
 
 from nccl_workbook import _zygote
 from nccl_workbook.cluster import SHARED_ENV, RankCluster
-from nccl_workbook.live import local_engine_pids
+from nccl_workbook._state import local_engine_pids
 from nccl_workbook.results import RankStatus
 
 from .programs import die_on_rank, use_fixes_like_a_user

@@ -33,7 +33,7 @@ def test_stacks_on_demand_from_outside(cluster: RankCluster) -> None:
     import subprocess
     import sys
 
-    from nccl_workbook.live import local_engine_pids
+    from nccl_workbook._state import local_engine_pids
 
     pids = [pid for ps in local_engine_pids().values() for pid in ps]
     assert {info.pid for info in cluster.engines.values()} <= set(pids)

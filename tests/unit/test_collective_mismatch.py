@@ -198,17 +198,16 @@ def test_mismatch_without_a_majority_names_every_side() -> None:
 
 
 def test_a_dead_ranks_open_rows_end_when_a_peer_saw_it_go() -> None:
-    from nccl_workbook.cluster import _close_at_death
+    from nccl_workbook.trace import close_open_rows
 
     from .factories import coll, step
 
-    dead = tuple(tuple(r.__dict__.values()) for r in [
-        step(2, 0, 0.0, 0.5), coll(2, 1, 0.1, 0.2), step(2, 1, 0.5, None), coll(2, 2, 0.6, None, "running")])
-    others = [tuple(r.__dict__.values()) for r in [
+    dead = (step(2, 0, 0.0, 0.5), coll(2, 1, 0.1, 0.2), step(2, 1, 0.5, None), coll(2, 2, 0.6, None, "running"))
+    others = [
         coll(0, 2, 0.6, 0.05, "peer_closed"),  # closed before the dead rank's last event: not its death
-        coll(0, 2, 0.6, 0.71, "peer_closed"), coll(1, 2, 0.6, 0.70, "peer_closed"), coll(3, 2, 0.6, 0.9, "timeout")]]
-    closed = _close_at_death(dead, others, fallback_ns=5 * 10**9)
+        coll(0, 2, 0.6, 0.71, "peer_closed"), coll(1, 2, 0.6, 0.70, "peer_closed"), coll(3, 2, 0.6, 0.9, "timeout")]
+    closed = close_open_rows(dead, others, fallback_ns=5 * 10**9)
     assert closed[:2] == dead[:2]  # rows that had ended are left alone
-    assert [(r[10], r[11]) for r in closed[2:]] == [(int(0.70 * 1e9), "crashed")] * 2
+    assert [(r.t_end_ns, r.status) for r in closed[2:]] == [(int(0.70 * 1e9), "crashed")] * 2
     # no peer saw it: the time the client learnt of it
-    assert _close_at_death(dead, [], fallback_ns=5 * 10**9)[3][10] == 5 * 10**9
+    assert close_open_rows(dead, [], fallback_ns=5 * 10**9)[3].t_end_ns == 5 * 10**9

@@ -41,7 +41,7 @@ from nccl_workbook.flight import (
     write_dumps,
 )
 from nccl_workbook.results import Outcome, RankStatus, RunResult
-from nccl_workbook.trace import COLUMNS, trace_frame
+from nccl_workbook.trace import COLUMNS, TraceRow, trace_frame
 from tests.data.fr import factory as fac
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "fr" / "nccl_rank0_late"
@@ -394,8 +394,10 @@ def test_timeline_plot_works_on_dumps() -> None:
 
 def test_trace_frame_keeps_nanoseconds_exact_next_to_missing_values() -> None:
     t = fac.T0 + 123_456_789  # not a multiple of 256: float64 would round it
-    df = trace_frame([(0, "collective", "BARRIER", "0", 1, None, None, None, t, t, t + 1, "ok"),
-                      (1, "collective", "BARRIER", "0", 1, None, None, None, t, t, None, "running")])
+    df = trace_frame([TraceRow(rank=0, kind="collective", name="BARRIER", pg="0", seq=1, t_enqueue_ns=t, t_start_ns=t,
+                               t_end_ns=t + 1, status="ok"),
+                      TraceRow(rank=1, kind="collective", name="BARRIER", pg="0", seq=1, t_enqueue_ns=t, t_start_ns=t,
+                               status="running")])
     assert int(df.loc[df["rank"] == 0, "t_end_ns"].iloc[0]) == t + 1
 
 

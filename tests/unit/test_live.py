@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
-from nccl_workbook.live import ProgressHub, ProgressPublisher, RankProgress, detect_hang, short_paths, stacks_html
+from nccl_workbook.live import ProgressPublisher, RankProgress, short_paths
+from nccl_workbook.observer import ProgressHub, detect_hang
+from nccl_workbook.render import stacks_html
 from nccl_workbook.trace import TraceRow
 
 S = 1_000_000_000
@@ -52,8 +54,9 @@ def test_publisher_to_hub_round_trip() -> None:
     pub = ProgressPublisher(hub.address, "run1", rank=1)
     try:
         t = time.time_ns()
-        pub.on_event(TraceRow(1, "step", "step", None, None, 0, None, None, t, t, None, "running"))
-        pub.on_event(TraceRow(1, "collective", "ALLREDUCE", "0", 1, 0, 4, 16, t, t, None, "running"))
+        pub.on_event(TraceRow(rank=1, kind="step", name="step", step=0, t_enqueue_ns=t, t_start_ns=t, status="running"))
+        pub.on_event(TraceRow(rank=1, kind="collective", name="ALLREDUCE", pg="0", seq=1, step=0, numel=4, nbytes=16,
+                              t_enqueue_ns=t, t_start_ns=t, status="running"))
         deadline = time.monotonic() + 3
         states = {}
         while time.monotonic() < deadline:

@@ -133,12 +133,15 @@ def test_slow_metrics_params_are_checked() -> None:
 def _wait_rows() -> list[TraceRow]:
     rows = []
     for i in range(3):
-        rows += [TraceRow(r, "step", "step", None, None, i, None, None, int(i * S), int(i * S), int((i + 0.5) * S), "ok")
+        rows += [TraceRow(rank=r, kind="step", name="step", step=i, t_enqueue_ns=int(i * S), t_start_ns=int(i * S),
+                          t_end_ns=int((i + 0.5) * S), status="ok")
                  for r in range(2)]
-        rows += [TraceRow(0, "collective", "ALLREDUCE", "0", i + 1, i, 8, 32, int((i + 0.3) * S), int((i + 0.3) * S),
-                          int((i + 0.31) * S), "ok"),
-                 TraceRow(1, "collective", "ALLREDUCE", "0", i + 1, i, 8, 32, int((i + 0.1) * S), int((i + 0.1) * S),
-                          int((i + 0.31) * S), "ok" if i < 2 else "timeout")]
+        rows += [TraceRow(rank=0, kind="collective", name="ALLREDUCE", pg="0", seq=i + 1, step=i, numel=8, nbytes=32,
+                          t_enqueue_ns=int((i + 0.3) * S), t_start_ns=int((i + 0.3) * S), t_end_ns=int((i + 0.31) * S),
+                          status="ok"),
+                 TraceRow(rank=1, kind="collective", name="ALLREDUCE", pg="0", seq=i + 1, step=i, numel=8, nbytes=32,
+                          t_enqueue_ns=int((i + 0.1) * S), t_start_ns=int((i + 0.1) * S), t_end_ns=int((i + 0.31) * S),
+                          status="ok" if i < 2 else "timeout")]
     return rows
 
 
@@ -237,7 +240,8 @@ def _result(rows: list[TraceRow], per_rank: list[RankOutcome], metrics: dict | N
 
 def test_stop_frame_measures_time_to_detection() -> None:
     rows = [step(r, 0, 0.0, 0.1) for r in range(3)]
-    rows += [TraceRow(2, "region", "load_batch", None, None, 1, None, None, int(0.1 * S), int(0.1 * S), int(0.2 * S), "error"),
+    rows += [TraceRow(rank=2, kind="region", name="load_batch", step=1, t_enqueue_ns=int(0.1 * S), t_start_ns=int(0.1 * S),
+                      t_end_ns=int(0.2 * S), status="error"),
              step(2, 1, 0.1, 0.2, "error"), step(0, 1, 0.1, 3.2, "timeout"), step(1, 1, 0.1, 3.3, "timeout")]
     per = [RankOutcome(0, RankStatus.TIMEOUT, "RuntimeError: Timed out waiting 3000ms"),
            RankOutcome(1, RankStatus.TIMEOUT, "RuntimeError: Timed out waiting 3000ms"),

@@ -88,3 +88,42 @@ def test_triage_points_at_the_registered_notebooks() -> None:
     for sid, s in SCENARIOS.items():
         assert SCENARIO_NOTEBOOKS[sid] == s.notebook
         assert (root / "notebooks" / s.notebook).exists(), s.notebook
+
+
+def _throwaway_program(ctx, params):  # noqa: ANN001, ANN202 - a module-level rank program
+    return {}
+
+
+def test_a_registered_scenario_is_seen_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    """Adding a scenario is its module plus its notebook: the CLI, the widget and triage's pointer to
+    the notebook all read the registry, nothing else needs editing."""
+    import json
+
+    from nccl_workbook import cli
+    from nccl_workbook.scenarios import register, unregister
+    from nccl_workbook.triage.findings import notebook_for
+
+    throwaway = Scenario(
+        id="throwaway-test", title="t", symptom="a test's scenario", seed="none", program=_throwaway_program,
+        params_type=Params, variants=(Variant("broken", "b", expect_ok=False), Variant("fixed", "f")),
+        expected_culprits=lambda p, w: (0,), expected_op="BARRIER", notebook="99_throwaway.ipynb")
+    register(throwaway)
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            register(throwaway)
+        assert list(SCENARIOS)[-1] == "throwaway-test"  # notebook order
+        assert cli.main(["scenarios", "--json"]) == 0
+        listed = {s["id"]: s for s in json.loads(capsys.readouterr().out)}
+        assert listed["throwaway-test"]["variants"] == ["broken", "fixed"]
+        assert notebook_for("throwaway-test") == "99_throwaway.ipynb"
+        pytest.importorskip("ipywidgets")
+        from nccl_workbook.cluster import RankCluster
+        from nccl_workbook.widgets import ScenarioPanel
+
+        panel = ScenarioPanel(RankCluster(n_ranks=2), "throwaway-test")
+        assert set(panel.variant_boxes) == {"broken", "fixed"}
+    finally:
+        unregister("throwaway-test")
+    assert "throwaway-test" not in SCENARIOS
+    with pytest.raises(KeyError, match="known: rank0-work-before-barrier"):
+        unregister("throwaway-test")

@@ -61,9 +61,8 @@ def test_dtype_of_tensor_lists_and_rows_from_before_the_column(group: None) -> N
     from nccl_workbook.trace import _tensor_size
 
     assert _tensor_size([torch.ones(2), torch.ones(3, dtype=torch.int64)]) == (5, 8 + 24, "float32,int64")
-    # twelve-field rows (stored before the dtype column existed) still make a valid frame, dtype NA
-    old = tuple(coll(0, 1, 0.0, 0.1).__dict__.values())[:-1]
-    assert len(old) == len(COLUMNS) - 1 and pd.isna(trace_frame([old])["dtype"].iloc[0])
+    # a row of a barrier has no dtype: NA in the frame
+    assert pd.isna(trace_frame([coll(0, 1, 0.0, 0.1, op="BARRIER", numel=None)])["dtype"].iloc[0])
 
 
 def test_spilled_rows_read_back_in_their_last_state(group: None, tmp_path) -> None:  # noqa: ANN001
@@ -72,15 +71,17 @@ def test_spilled_rows_read_back_in_their_last_state(group: None, tmp_path) -> No
     with tracer.installed():
         with tracer.step(0):
             dist.all_reduce(torch.ones(4, dtype=torch.float16))
-        tracer._emit(TraceRow(0, "collective", "BARRIER", "0", 2, None, None, None, 5, 5, None, "running"))
+        tracer._emit(TraceRow(rank=0, kind="collective", name="BARRIER", pg="0", seq=2, t_enqueue_ns=5, t_start_ns=5,
+                              status="running"))
     tracer.close()
     tracer.close()  # twice is fine
     with open(path, "a") as f:
-        f.write('[0, "collective", "ALLRE')  # a line torn by the process dying mid-write
+        f.write('{"rank":0,"kind":"collective","name":"ALLRE')  # a line torn by the process dying mid-write
     rows = read_spill(path)
-    assert [r[:3] for r in rows] == [(0, "step", "step"), (0, "collective", "ALLREDUCE"), (0, "collective", "BARRIER")]
-    assert rows[0][11] == "ok" and rows[1][11] == "ok" and rows[1][12] == "float16"  # closed versions won
-    assert rows[2][11] == "running" and rows[2][10] is None  # still in it when the rank "died"
+    assert [(r.rank, r.kind, r.name) for r in rows] == [(0, "step", "step"), (0, "collective", "ALLREDUCE"),
+                                                        (0, "collective", "BARRIER")]
+    assert rows[0].status == "ok" and rows[1].status == "ok" and rows[1].dtype == "float16"  # closed versions won
+    assert rows[2].status == "running" and rows[2].t_end_ns is None  # still in it when the rank "died"
     df = trace_frame(rows)
     assert df.loc[df["name"] == "ALLREDUCE", "dtype"].tolist() == ["float16"]
     assert read_spill(str(tmp_path / "missing.jsonl")) == ()

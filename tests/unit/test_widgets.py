@@ -13,17 +13,13 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from nccl_workbook.cluster import ClusterError, ClusterRun, RankCluster  # noqa: E402
-from nccl_workbook.live import HangReport  # noqa: E402
+from nccl_workbook.cluster import ClusterError, RankCluster  # noqa: E402
+from nccl_workbook.cluster_run import ClusterRun  # noqa: E402
+from nccl_workbook.observer import HangReport  # noqa: E402
+from nccl_workbook.render import results_html, stacks_html  # noqa: E402
+from nccl_workbook.status import short_error  # noqa: E402
 from nccl_workbook.results import Outcome, RankOutcome, RankReport, RankStatus, RunResult  # noqa: E402
-from nccl_workbook.widgets import (  # noqa: E402
-    ScenarioPanel,
-    clean_float,
-    figure_png,
-    results_html,
-    short_error,
-    stacks_html,
-)
+from nccl_workbook.widgets import ScenarioPanel, clean_float, figure_png  # noqa: E402
 from tests.unit.factories import coll, step  # noqa: E402
 
 SCENARIO = "rank0-work-before-barrier"
@@ -198,7 +194,9 @@ def test_results_html_summary_and_details():
     assert html.index("<code>broken</code>") < html.index("<code>shard-work</code>")
     assert "DISAGREES" in html  # diagnosed 1, ground truth 0
     assert "<details open" in html and html.count("<details") == 3  # broken (open), its stacks, shard-work (folded)
-    assert "named 1.1 s after onset" in html and "would have taken 1.9 s longer" in html
+    # the live line, the same words as the CLI's, with "unresolved" explained
+    assert "named rank(s) [0] in BARRIER 1.1 s after the others started waiting" in html
+    assert "unresolved: still waiting when the run ended" in html and "timeout needed 2.7x longer" in html
     assert results_html([]) == ""
 
 
