@@ -58,6 +58,7 @@ class RankProgress:
     completed: dict[str, int] = field(default_factory=dict)  # pg -> last seq completed
     coll_latency_median_ns: int | None = None
     steps_done: int = 0
+    step_time_median_ns: int | None = None
 
     def where(self, now_ns: int) -> str:
         """Human-readable: what the rank is doing now and for how long."""
@@ -87,25 +88,35 @@ def connect_store(host: str, port: int, *, master: bool, timeout_s: float = 10.0
 class ProgressPublisher:
     """Engine side: receives the tracer's events, publishes the rank's state, answers stack requests.
 
-    ``on_event`` is cheap (attribute updates); the thread does the network I/O. Stops on
-    :meth:`close` (always called by ``run_rank``)."""
+    ``on_event`` is cheap (attribute updates); the thread does all the network I/O, including
+    connecting (so a hub that cannot be reached never blocks the rank), and :meth:`post` hands it
+    other keys to publish. Stops on :meth:`close` (always called by ``run_rank``)."""
 
-    def __init__(self, address: tuple[str, int], run_id: str, rank: int) -> None:
+    def __init__(self, address: tuple[str, int], run_id: str, rank: int, *, connect_timeout_s: float = 5.0) -> None:
         self.run_id, self.rank = run_id, rank
+        self._address, self._connect_timeout_s = address, connect_timeout_s
+        self._outbox: deque[tuple[str, str]] = deque(maxlen=256)
+        self._connected = threading.Event()
         self._state: dict[str, Any] = {"rank": rank, "t_ns": time.time_ns(), "entered": {}, "completed": {}, "steps_done": 0}
         self._lat: deque[int] = deque(maxlen=64)
+        self._step_times: deque[int] = deque(maxlen=64)
         self._open: dict[int, tuple[str, str | None, int | None, int]] = {}
         self._dirty = True
         self._stop = threading.Event()
         self._main_ident = threading.main_thread().ident
         self._last_request: bytes | None = None
-        try:
-            self._store = connect_store(address[0], address[1], master=False, timeout_s=5.0)
-        except Exception:  # noqa: BLE001 - no hub reachable: run without live detection
-            self._store = None
+        self._store: Any = None
         self._thread = threading.Thread(target=self._loop, name=f"nccl-workbook-progress-{rank}", daemon=True)
-        if self._store is not None:
-            self._thread.start()
+        self._thread.start()
+
+    def post(self, key: str, value: str) -> None:
+        """Publish ``<run_id>/<key>`` = ``value`` from the thread (the outbox keeps the newest 256)."""
+        self._outbox.append((f"{self.run_id}/{key}", value))
+
+    @property
+    def connected(self) -> bool:
+        """Whether the hub was reached (waits for nothing)."""
+        return self._connected.is_set()
 
     # called by the tracer (main thread, hot path)
     def on_event(self, row: Any) -> None:
@@ -133,6 +144,8 @@ class ProgressPublisher:
                 st["step"] = st["step_since_ns"] = None
                 if status == "ok":
                     st["steps_done"] += 1
+                    if row.t_end_ns is not None:
+                        self._step_times.append(row.t_end_ns - row.t_enqueue_ns)
         self._dirty = True
 
     def _snapshot(self) -> str:
@@ -141,13 +154,22 @@ class ProgressPublisher:
         st["t_ns"] = time.time_ns()
         if self._lat:
             st["coll_latency_median_ns"] = int(statistics.median(self._lat))
+        if self._step_times:
+            st["step_time_median_ns"] = int(statistics.median(self._step_times))
         return RankProgress(**st).to_json()
 
     def _loop(self) -> None:
         key = f"{self.run_id}/progress/{self.rank}"
         req_key = f"{self.run_id}/stack_request"
+        try:
+            self._store = connect_store(*self._address, master=False, timeout_s=self._connect_timeout_s)
+        except Exception:  # noqa: BLE001 - no hub reachable: run without live detection
+            return
+        self._connected.set()
         while not self._stop.is_set():
             try:
+                while self._outbox:
+                    self._store.set(*self._outbox.popleft())
                 if self._dirty:
                     self._dirty = False
                     self._store.set(key, self._snapshot())
@@ -167,11 +189,14 @@ class ProgressPublisher:
         return short_paths("".join(traceback.format_stack(frame, limit=25)))
 
     def close(self) -> None:
+        """Stop the thread; publish the last state and whatever :meth:`post` still holds."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=1.0)
-        if self._store is not None:
+        if self._store is not None and not self._thread.is_alive():
             try:
+                while self._outbox:
+                    self._store.set(*self._outbox.popleft())
                 self._store.set(f"{self.run_id}/progress/{self.rank}", self._snapshot())
             except Exception:  # noqa: BLE001
                 pass

@@ -119,17 +119,21 @@ def detect_hang(
     now_ns: int,
     min_wait_s: float = 1.0,
     latency_factor: float = 20.0,
+    step_factor: float = 0.0,
 ) -> HangReport | None:
     """The rule from the module docstring, as a pure function of the ranks' states.
 
     A wait counts once it exceeds ``max(min_wait_s, latency_factor x the ranks' median collective
-    latency)``. Ranks that have not published anything yet count as not arrived.
+    latency, step_factor x their median step time)``: what is normal for this job is not a stall.
+    Ranks that have not published anything yet count as not arrived.
     """
     waiting = {r: s for r, s in states.items() if s.coll_op is not None and s.coll_since_ns is not None}
     if not waiting:
         return None
     lat = [s.coll_latency_median_ns for s in states.values() if s.coll_latency_median_ns]
-    threshold_ns = int(max(min_wait_s, latency_factor * (statistics.median(lat) / 1e9 if lat else 0.0)) * 1e9)
+    steps = [s.step_time_median_ns for s in states.values() if s.step_time_median_ns]
+    threshold_ns = int(max(min_wait_s, latency_factor * (statistics.median(lat) / 1e9 if lat else 0.0),
+                           step_factor * (statistics.median(steps) / 1e9 if steps else 0.0)) * 1e9)
     # the collective whose earliest waiter has waited longest
     by_key: dict[tuple[str, int], list[int]] = {}
     for r, s in waiting.items():
@@ -228,6 +232,7 @@ class RunObserver:
         run_id: str | None = None,
         spill_dir: str | Path | None = None,
         min_wait_s: float = 1.0,
+        step_factor: float = 0.0,
         on_stall: Callable[[HangReport], None] | None = None,
     ) -> None:
         if world_size < 1:
@@ -239,6 +244,7 @@ class RunObserver:
         if self.spill_dir is not None:
             self.spill_dir.mkdir(parents=True, exist_ok=True)
         self.min_wait_s = min_wait_s
+        self.step_factor = step_factor
         self.on_stall = on_stall
         #: every stall named during the run, oldest first; the last may still be open
         self.stalls: list[HangReport] = []
@@ -272,7 +278,8 @@ class RunObserver:
             if _is_resolved(current, states):
                 self.stalls[-1] = replace(current, resolved=True, resolved_ns=now)
             return None
-        found = detect_hang(states, world_size=self.world_size, now_ns=now, min_wait_s=self.min_wait_s)
+        found = detect_hang(states, world_size=self.world_size, now_ns=now, min_wait_s=self.min_wait_s,
+                            step_factor=self.step_factor)
         if found is None or any((s.pg, s.seq) == (found.pg, found.seq) for s in self.stalls):
             return None
         found = replace(found, stacks=self.hub.request_stacks(self.run_id, self.world_size))

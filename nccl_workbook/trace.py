@@ -52,6 +52,7 @@ Usage (on a rank)::
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import json
@@ -133,11 +134,13 @@ def read_spill(path: str) -> tuple[TraceRow, ...]:
     opened: what a rank had recorded when its process died. A torn last line is skipped; a missing
     file gives no rows."""
     latest: dict[tuple[object, ...], TraceRow] = {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return ()
+    lines: list[str] = []
+    for part in (path + ".1", path):  # a rotated older file first (Tracer(spill_max_bytes=...))
+        try:
+            with open(part, encoding="utf-8") as f:
+                lines += f.read().splitlines()
+        except OSError:
+            continue
     for line in lines:
         try:
             row = TraceRow(**json.loads(line))
@@ -259,19 +262,27 @@ class Tracer:
     progress publisher uses it."""
 
     def __init__(self, rank: int, *, on_event: Callable[[TraceRow], None] | None = None,
-                 spill: str | None = None) -> None:
+                 spill: str | None = None, max_rows: int | None = None, spill_max_bytes: int | None = None) -> None:
         """``spill``: a file to which every row is also appended as it opens and closes (one JSON
         line each, one ``write`` call), so that the rows of a process that dies can be read back
-        with :func:`read_spill`. Costs a few µs per event; :meth:`close` closes the file."""
+        with :func:`read_spill`. Costs a few µs per event; :meth:`close` closes the file.
+
+        For a long job (``nccl-workbook watch``): ``max_rows`` keeps only the newest rows in memory
+        (and the newest step times), ``spill_max_bytes`` starts a new spill file once the current
+        one is that big, keeping one previous file (``<spill>.1``), so memory and disk stay bounded."""
         self.rank = rank
+        self._spill_path = spill
+        self._spill_max_bytes = spill_max_bytes
+        self._spill_written = 0
         self._spill_fd: int | None = None
         if spill:
             try:
                 self._spill_fd = os.open(spill, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             except OSError:  # no spill then; the rows still come back with a rank that finishes
                 pass
-        self.rows: list[TraceRow] = []
-        self.step_times_ns: list[int] = []
+        self.rows: collections.deque[TraceRow] = collections.deque(maxlen=max_rows)
+        self.step_times_ns: collections.deque[int] = collections.deque(maxlen=max_rows)
+        self._steps_done = 0
         self.on_event = on_event
         self._seq: dict[str, int] = {}
         self._current_step: int | None = None
@@ -298,6 +309,7 @@ class Tracer:
             self._close_last("step", index, t1, status)
             if status == "ok":
                 self.step_times_ns.append(t1 - t0)
+                self._steps_done += 1
             self._current_step = None
 
     @contextlib.contextmanager
@@ -318,7 +330,27 @@ class Tracer:
 
     @property
     def steps_done(self) -> int:
-        return len(self.step_times_ns)
+        return self._steps_done
+
+    def mark_step(self) -> None:
+        """Step boundaries without a ``with tracer.step(i)`` in the user's code: end the open step
+        (if any) as ``ok`` and open the next one. ``nccl-workbook watch`` calls it after every
+        optimizer step."""
+        now = time.time_ns()
+        index = self._current_step
+        if index is not None:
+            self._close_last("step", index, now, "ok")
+            self._record_step_time(index, now)
+        self._current_step = 0 if index is None else index + 1
+        self._emit(TraceRow(rank=self.rank, kind="step", name="step", step=self._current_step, t_enqueue_ns=now,
+                            t_start_ns=now, status="running"))
+
+    def _record_step_time(self, index: int, t_end_ns: int) -> None:
+        for r in reversed(self.rows):
+            if r.kind == "step" and r.step == index:
+                self.step_times_ns.append(t_end_ns - r.t_enqueue_ns)
+                self._steps_done += 1
+                return
 
     # -- collectives ---------------------------------------------------------------------------
     def install(self) -> None:
@@ -435,8 +467,20 @@ class Tracer:
             if self._spill_fd is not None:
                 try:
                     os.write(self._spill_fd, line)
+                    self._spill_written += len(line)
+                    if self._spill_max_bytes is not None and self._spill_written >= self._spill_max_bytes:
+                        self._rotate_spill()
                 except OSError:
                     pass
+
+    def _rotate_spill(self) -> None:
+        """Keep the current spill file as ``<spill>.1`` (replacing an older one) and start a new one.
+        Called with the lock held."""
+        assert self._spill_path is not None and self._spill_fd is not None
+        os.close(self._spill_fd)
+        os.replace(self._spill_path, self._spill_path + ".1")
+        self._spill_fd = os.open(self._spill_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._spill_written = 0
 
     def close(self) -> None:
         """Close the spill file (the rows in memory stay)."""
