@@ -286,6 +286,7 @@ class Tracer:
         self.on_event = on_event
         self._seq: dict[str, int] = {}
         self._current_step: int | None = None
+        self._next_step: int | None = None
         self._local = threading.local()
         self._lock = threading.Lock()
         self._originals: dict[tuple[object, str], Callable[..., Any]] = {}
@@ -334,16 +335,31 @@ class Tracer:
 
     def mark_step(self) -> None:
         """Step boundaries without a ``with tracer.step(i)`` in the user's code: end the open step
-        (if any) as ``ok`` and open the next one. ``nccl-workbook watch`` calls it after every
-        optimizer step."""
+        (if any) as ``ok``; the next step opens at :meth:`begin_pending_step` or at the next
+        collective, so the time after the last step is not a step. ``nccl-workbook watch`` calls it
+        after every optimizer step, and :meth:`begin_pending_step` at every DDP forward."""
         now = time.time_ns()
         index = self._current_step
         if index is not None:
             self._close_last("step", index, now, "ok")
             self._record_step_time(index, now)
-        self._current_step = 0 if index is None else index + 1
-        self._emit(TraceRow(rank=self.rank, kind="step", name="step", step=self._current_step, t_enqueue_ns=now,
-                            t_start_ns=now, status="running"))
+        self._current_step = None
+        self._next_step = 0 if index is None and self._next_step is None else (
+            index + 1 if index is not None else self._next_step)
+
+    def begin_pending_step(self) -> None:
+        """Open the step that :meth:`mark_step` (or :meth:`auto_steps`) left pending, if any."""
+        if self._next_step is not None and self._current_step is None:
+            index, self._next_step = self._next_step, None
+            self._current_step = index
+            t = time.time_ns()
+            self._emit(TraceRow(rank=self.rank, kind="step", name="step", step=index, t_enqueue_ns=t, t_start_ns=t,
+                                status="running"))
+
+    def auto_steps(self) -> None:
+        """Number steps from 0 by :meth:`mark_step`; step 0 opens at the first DDP forward or collective."""
+        if self._current_step is None and self._next_step is None:
+            self._next_step = 0
 
     def _record_step_time(self, index: int, t_end_ns: int) -> None:
         for r in reversed(self.rows):
@@ -407,6 +423,8 @@ class Tracer:
             pg = tracer._pg_name(group)
             src = args[_INPUT_ARG[fn_name]] if fn_name in _INPUT_ARG and len(args) > _INPUT_ARG[fn_name] else kwargs.get(_INPUT_KW.get(fn_name, ""), None)
             numel, nbytes, dtype = _tensor_size(src)
+            if tracer._next_step is not None:
+                tracer.begin_pending_step()
             with tracer._lock:
                 seq = tracer._seq[pg] = tracer._seq.get(pg, 0) + 1
             t0 = time.time_ns()

@@ -11,8 +11,9 @@ notebook that runs a script on the workbook's cluster.
   tracer wraps: each gradient bucket becomes an ``ALLREDUCE`` row. Cost: the Python hook, measured
   at ~0.3 ms per step on a 1-rank group (README).
 - **Steps**: :func:`mark_optimizer_steps` ends a step at every ``optimizer.step()`` (torch's global
-  optimizer step post-hook) and opens the next; with several optimizers stepped per iteration, each
-  counts.
+  optimizer step post-hook); the next one opens at the next DDP forward or collective, so the time
+  between steps (evaluation, checkpointing) is outside any step. With several optimizers stepped
+  per iteration, each counts.
 
 Both are idempotent and can be undone (the returned callable), and neither raises into user code:
 a failure turns the feature off.
@@ -48,6 +49,7 @@ def trace_ddp_gradients(tracer: Tracer) -> Callable[[], None]:
         return original_register(self, *args, **kwargs)
 
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tracer.begin_pending_step()
         if not self.__dict__.get("_nccl_workbook_checked"):
             self.__dict__["_nccl_workbook_checked"] = True
             if not self.__dict__.get("_nccl_workbook_user_hook"):
@@ -76,5 +78,6 @@ def mark_optimizer_steps(tracer: Tracer) -> Callable[[], None]:
         except Exception:  # noqa: BLE001 - never disturb the user's step
             pass
 
+    tracer.auto_steps()
     handle = register_optimizer_step_post_hook(hook)
     return handle.remove
