@@ -282,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_triage_parsers(sub)
     from nccl_workbook.flight.commands import add_parsers as _add_flight_parsers
     _add_flight_parsers(sub)
+    from nccl_workbook.attach.commands import add_parsers as _add_attach_parsers
+    _add_attach_parsers(sub)
     return p
 
 
