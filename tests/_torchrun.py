@@ -37,7 +37,7 @@ from pathlib import Path
 import psutil
 
 __all__ = ["MARKER_ENV", "JobResult", "TorchrunJob", "torchrun_job", "run_torchrun", "torchrun_command",
-           "marked_processes", "kill_marked"]
+           "marked_processes", "kill_marked", "leftover_job_processes", "assert_no_job_left"]
 
 #: environment variable set on every test job (value: the job's id); inherited by all its processes
 MARKER_ENV = "NCCL_WORKBOOK_TEST_JOB"
@@ -228,3 +228,45 @@ def run_torchrun(script: str | os.PathLike[str] | None = None, *args: str, nproc
     """Run a job to its end (or its deadline) and return its exit code and output."""
     with torchrun_job(script, *args, nproc=nproc, deadline_s=deadline_s, command=command, env=env, cwd=cwd) as job:
         return job.wait()
+
+
+def leftover_job_processes() -> list[psutil.Process]:
+    """Processes a test job left: those carrying the marker or RANK, started under this test
+    session's state folder (``NCCL_WORKBOOK_HOME``, which the root conftest makes unique, so the
+    jobs of a test session running beside this one are not counted); outside a test session, all
+    that carry the marker."""
+    home = os.environ.get("NCCL_WORKBOOK_HOME")
+    me = os.getpid()
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        if p.pid == me:
+            continue
+        try:
+            env = p.environ()
+        except (psutil.Error, OSError):
+            continue
+        ours = env.get("NCCL_WORKBOOK_HOME") == home if home else True
+        if ours and (MARKER_ENV in env or (home and "RANK" in env)):
+            found.append(p)
+    return found
+
+
+def assert_no_job_left(grace_s: float = 5.0) -> None:
+    """Fail (after killing them) when test jobs left processes behind."""
+    deadline = time.monotonic() + grace_s
+    left = leftover_job_processes()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = leftover_job_processes()
+    if left:
+        desc = []
+        for p in left:
+            try:
+                desc.append(f"{p.pid}: {' '.join(p.cmdline())[:100]}")
+                p.kill()
+            except psutil.Error:
+                pass
+        if desc:
+            import pytest
+
+            pytest.fail(f"torchrun job processes left behind: {desc}", pytrace=False)
