@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from nccl_workbook.attach.procs import AttachError, Job, find_jobs, observe, pick_job
-from nccl_workbook.attach.stacks import Place, RankPlace, State, Verdict, classify, parse_dump, verdict
+from nccl_workbook.attach.stacks import (NOT_RUNNING, NOT_SEEN, Place, RankPlace, State, Verdict, classify, parse_dump,
+                                         verdict)
 
 __all__ = ["AttachReport", "AttachError", "attach", "merge", "load_report", "report_from_dumps", "State"]
 
@@ -156,7 +157,9 @@ def attach(pid: int | None = None, *, native: bool = False, interval_s: float = 
                                stack=s.text or f"({s.error})"))
     if ranks and all(r.place.state is State.UNKNOWN for r in ranks):
         raise AttachError(f"could not read any rank's stack: {ranks[0].place.via}")
-    return AttachReport(ranks=tuple(ranks), verdict=verdict(ranks, job.world_size), world_size=job.world_size,
+    reason = NOT_RUNNING if job.single_host else NOT_SEEN
+    return AttachReport(ranks=tuple(ranks), verdict=verdict(ranks, job.world_size, missing_reason=reason),
+                        world_size=job.world_size,
                         hosts=(host,), job=job.key, launcher_pid=job.launcher_pid, interval_s=interval_s,
                         wall_s=time.perf_counter() - t0)
 

@@ -61,6 +61,13 @@ class Job:
     launcher: str  # its command line, shortened
     #: every pid of the job on this host: launcher, ranks, their children (to match ``--pid``)
     all_pids: frozenset[int]
+    #: ranks the launcher started on this host (torchrun's LOCAL_WORLD_SIZE), if known
+    local_world_size: int | None = None
+
+    @property
+    def single_host(self) -> bool:
+        """True when the whole world was started on this host (so a rank not found here has exited)."""
+        return self.local_world_size is not None and self.local_world_size == self.world_size
 
     @property
     def world_size(self) -> int | None:
@@ -126,13 +133,12 @@ def find_jobs() -> tuple[list[Job], int]:
             ranks.append(RankProcess(rank=rank, pid=p.pid, world_size=_int(env.get("WORLD_SIZE")),
                                      local_rank=_int(env.get("LOCAL_RANK"))))
         launcher_pid, launcher = _launcher([p for p, _ in members], pids)
-        all_pids = set(pids)
-        for p, _ in members:
-            all_pids.update(_ancestors(p))
-        if launcher_pid is not None:
-            all_pids.add(launcher_pid)
+        # the job's own processes: ranks, their children (same environment), the launcher
+        all_pids = set(pids) | ({launcher_pid} if launcher_pid is not None else set())
+        local_sizes = {_int(env.get("LOCAL_WORLD_SIZE")) for _, env in members} - {None}
         jobs.append(Job(key=key, ranks=tuple(ranks), launcher_pid=launcher_pid, launcher=launcher,
-                        all_pids=frozenset(all_pids - {1})))
+                        all_pids=frozenset(all_pids - {1}),
+                        local_world_size=max(local_sizes) if local_sizes else None))
     return sorted(jobs, key=lambda j: j.key), unreadable
 
 

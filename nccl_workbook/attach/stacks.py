@@ -47,7 +47,7 @@ from enum import Enum
 
 from nccl_workbook.ops import op_or_none
 
-__all__ = ["State", "PyFrame", "PyThread", "PyDump", "Place", "RankPlace", "Group", "Verdict",
+__all__ = ["State", "PyFrame", "PyThread", "PyDump", "Place", "RankPlace", "Group", "Verdict", "NOT_SEEN", "NOT_RUNNING",
            "parse_dump", "classify", "is_library_path", "group_ranks", "verdict", "format_ranks"]
 
 
@@ -407,7 +407,13 @@ def group_ranks(ranks: Iterable[RankPlace]) -> tuple[Group, ...]:
     return tuple(sorted(groups, key=lambda g: (not g.waiting, -len(g.ranks), g.ranks)))
 
 
-def verdict(ranks: Sequence[RankPlace], world_size: int | None = None) -> Verdict:
+#: why ranks of the world may be absent from a report, by default
+NOT_SEEN = "not seen on the hosts attached (run attach there and merge)"
+#: ... when the whole job was started on the host attached to
+NOT_RUNNING = "not running (exited or crashed?)"
+
+
+def verdict(ranks: Sequence[RankPlace], world_size: int | None = None, *, missing_reason: str = NOT_SEEN) -> Verdict:
     """Group the ranks and name the odd ones out.
 
     - Some ranks wait in a collective: the largest waiting group is the collective the job waits
@@ -419,8 +425,7 @@ def verdict(ranks: Sequence[RankPlace], world_size: int | None = None) -> Verdic
     groups = group_ranks(ranks)
     seen = {r.rank for r in ranks}
     missing = tuple(r for r in range(world_size or 0) if r not in seen)
-    missing_text = (f"; {format_ranks(missing)} not seen on the hosts attached (run attach there and merge)"
-                    if missing else "")
+    missing_text = f"; {format_ranks(missing)} {missing_reason}" if missing else ""
     if not ranks:
         return Verdict(groups=(), culprit_ranks=(), message="no rank processes", missing_ranks=missing)
     waiting = [g for g in groups if g.waiting]
@@ -440,8 +445,8 @@ def verdict(ranks: Sequence[RankPlace], world_size: int | None = None) -> Verdic
     if not others:
         if missing:
             return Verdict(groups=groups, culprit_ranks=missing, missing_ranks=missing, waiting_group=main,
-                           message=f"{main.describe()}; {format_ranks(missing)} not seen on the hosts attached: "
-                                   f"attach there and merge, they are the ones the others wait for")
+                           message=f"{main.describe()}; {format_ranks(missing)} {missing_reason}: the ones the "
+                                   "others wait for")
         return Verdict(groups=groups, culprit_ranks=(), missing_ranks=missing, waiting_group=main,
                        message=f"all {len(main.ranks)} ranks {main.place.describe()}: every rank entered it and it "
                                f"does not complete (transport/network, or a collective of another process group)")

@@ -81,6 +81,14 @@ def test_rank0_eval_names_rank_0(tmp_path) -> None:  # noqa: ANN001
     assert rep.ranks[0].stuck is False  # it computes
 
 
+def test_skip_step_names_the_rank_that_ran_ahead(tmp_path) -> None:  # noqa: ANN001
+    with _hung_job(tmp_path, "--fault", "skip-step", "--fault-rank", "3") as job:
+        pids = _settle(job, "step 15:", extra_s=1.5)
+        rep = attach(pids[3])
+    assert rep.culprit_ranks == (3,), rep.message
+    assert rep.message == "ranks 0-2 in ALLREDUCE (DDP backward) at train_ddp.py:237; rank 3 in BARRIER at train_ddp.py:254"
+
+
 def test_healthy_job_has_no_odd_rank(tmp_path) -> None:  # noqa: ANN001
     with torchrun_job(TRAIN_DDP, "--steps", "100000", "--step-sleep-s", "0.01", "--log-interval", "50",
                       "--eval-interval", "100000", "--out-dir", str(tmp_path), nproc=4, deadline_s=60) as job:

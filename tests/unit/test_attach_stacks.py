@@ -10,7 +10,7 @@ import pytest
 
 from nccl_workbook.attach import AttachError, load_report, merge, report_from_dumps
 from nccl_workbook.attach.procs import Job, RankProcess, pick_job
-from nccl_workbook.attach.stacks import (Place, RankPlace, State, classify, format_ranks, group_ranks,
+from nccl_workbook.attach.stacks import (NOT_RUNNING, Place, RankPlace, State, classify, format_ranks, group_ranks,
                                          is_library_path, parse_dump, verdict)
 from nccl_workbook.cli import main
 
@@ -163,7 +163,9 @@ def test_all_ranks_waiting_together_and_missing_ranks() -> None:
     assert v.culprit_ranks == () and v.message.startswith("all 4 ranks in ALLREDUCE (DDP backward)")
     v = verdict(wait, world_size=8)
     assert v.culprit_ranks == (4, 5, 6, 7) and v.missing_ranks == (4, 5, 6, 7)
-    assert "ranks 4-7 not seen" in v.message
+    assert "ranks 4-7 not seen on the hosts attached" in v.message
+    v = verdict(wait[:3], world_size=4, missing_reason=NOT_RUNNING)  # a single-host job lost rank 3
+    assert v.culprit_ranks == (3,) and v.message.endswith("rank 3 not running (exited or crashed?): the ones the others wait for")
 
 
 def test_tie_between_waiting_groups_names_nobody() -> None:
