@@ -275,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_flight_parsers(sub)
     from nccl_workbook.watch.command import add_parsers as _add_watch_parsers
     _add_watch_parsers(sub)
+    from nccl_workbook.attach.commands import add_parsers as _add_attach_parsers
+    _add_attach_parsers(sub)
     return p
 
 
