@@ -174,6 +174,7 @@ def watch(command: Sequence[str], *, hub_host: str = "127.0.0.1", min_wait_s: fl
                 _signal_group(job.proc, received[-1])
             if signalled_at is not None and now - signalled_at > GRACE_S:
                 _signal_group(job.proc, signal.SIGKILL)
+                _kill_job_processes(job)
             if job.observer is None:
                 ws = _world_size(job)
                 if ws is not None:
@@ -201,8 +202,38 @@ def watch(command: Sequence[str], *, hub_host: str = "127.0.0.1", min_wait_s: fl
         if job.proc.poll() is None:
             _signal_group(job.proc, signal.SIGKILL)
             job.proc.wait(10)
-        _signal_group(job.proc, signal.SIGKILL)  # ranks left behind by a launcher that died
+        _signal_group(job.proc, signal.SIGKILL)
+        _kill_job_processes(job)  # ranks left behind by a launcher that died (each in its own session)
         shutil.rmtree(job.folder, ignore_errors=True)
+
+
+def _job_processes(job: _Job) -> list[Any]:
+    """Every process on this host that carries this job's ``$NCCL_WORKBOOK_WATCH`` (the launcher's
+    descendants: torchrun starts each rank in a session of its own, so the launcher's process group
+    does not hold them)."""
+    import psutil
+
+    spec = f"{job.hub.host}:{job.hub.port}:{job.run_id}"
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.pid != os.getpid() and p.environ().get(WATCH_ENV) == spec:
+                found.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _kill_job_processes(job: _Job) -> None:
+    import psutil
+
+    procs = _job_processes(job)
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
 
 
 def _innermost(stack: str, frames: int) -> list[str]:
