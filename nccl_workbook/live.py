@@ -59,6 +59,7 @@ class RankProgress:
     coll_latency_median_ns: int | None = None
     steps_done: int = 0
     step_time_median_ns: int | None = None
+    pg_timeouts_s: dict[str, float] = field(default_factory=dict)  # pg -> its timeout (s)
 
     def where(self, now_ns: int) -> str:
         """Human-readable: what the rank is doing now and for how long."""
@@ -97,7 +98,8 @@ class ProgressPublisher:
         self._address, self._connect_timeout_s = address, connect_timeout_s
         self._outbox: deque[tuple[str, str]] = deque(maxlen=256)
         self._connected = threading.Event()
-        self._state: dict[str, Any] = {"rank": rank, "t_ns": time.time_ns(), "entered": {}, "completed": {}, "steps_done": 0}
+        self._state: dict[str, Any] = {"rank": rank, "t_ns": time.time_ns(), "entered": {}, "completed": {}, "steps_done": 0,
+                                       "pg_timeouts_s": {}}
         self._lat: deque[int] = deque(maxlen=64)
         self._step_times: deque[int] = deque(maxlen=64)
         self._open: dict[int, tuple[str, str | None, int | None, int]] = {}
@@ -117,6 +119,11 @@ class ProgressPublisher:
     def connected(self) -> bool:
         """Whether the hub was reached (waits for nothing)."""
         return self._connected.is_set()
+
+    def note_group(self, pg: str, timeout_s: float) -> None:
+        """The tracer saw a process group for the first time (``Tracer.on_group``)."""
+        self._state["pg_timeouts_s"][pg] = timeout_s
+        self._dirty = True
 
     # called by the tracer (main thread, hot path)
     def on_event(self, row: Any) -> None:
@@ -151,6 +158,7 @@ class ProgressPublisher:
     def _snapshot(self) -> str:
         st = dict(self._state)
         st["entered"], st["completed"] = dict(st["entered"]), dict(st["completed"])
+        st["pg_timeouts_s"] = dict(st["pg_timeouts_s"])
         st["t_ns"] = time.time_ns()
         if self._lat:
             st["coll_latency_median_ns"] = int(statistics.median(self._lat))

@@ -68,13 +68,15 @@ class HangReport:
     detected_ns: int
     #: rank -> where the rank was at detection time
     where: dict[int, str]
-    kind: str = "late"  # "late" | "mismatch"
+    kind: str = "late"  # "late" | "mismatch" | "cross_group"
     #: rank -> Python stack of the rank's main thread at detection
     stacks: dict[int, str] = field(default_factory=dict)
     #: the waiting ranks all completed the collective later: it was a delay, not a hang
     resolved: bool = False
     #: when it resolved (wall-clock ns), for how long the first rank waited
     resolved_ns: int | None = None
+    #: for a wait across process groups: where the missing ranks wait instead
+    detail: str = ""
 
     @property
     def wait_s(self) -> float | None:
@@ -95,8 +97,9 @@ class HangReport:
         if self.kind == "mismatch":
             return (f"ranks disagree at {self.op} (pg {self.pg}, seq {self.seq}): suspect rank(s) {who}; "
                     f"named {self.detected_after_s:.1f} s after onset ({self.state})")
-        return (f"ranks {list(self.waiting_ranks)} waiting in {self.op} (pg {self.pg}, seq {self.seq}) for rank(s) {who}; "
-                f"named {self.detected_after_s:.1f} s after onset ({self.state})")
+        across = f" ({self.detail})" if self.detail else ""
+        return (f"ranks {list(self.waiting_ranks)} waiting in {self.op} (pg {self.pg}, seq {self.seq}) for rank(s) {who}"
+                f"{across}; named {self.detected_after_s:.1f} s after onset ({self.state})")
 
     def _repr_html_(self) -> str:
         from nccl_workbook.render import stacks_html
@@ -109,6 +112,7 @@ class HangReport:
             "waiting_ranks": list(self.waiting_ranks), "culprit_ranks": list(self.culprit_ranks),
             "detected_after_s": round(self.detected_after_s, 3), "where": {str(k): v for k, v in self.where.items()},
             "resolved": self.resolved, "wait_s": None if self.wait_s is None else round(self.wait_s, 3),
+            "detail": self.detail,
         }
 
 
@@ -143,10 +147,9 @@ def detect_hang(
     onset = min(since[r] for r in ranks)
     if now_ns - onset < threshold_ns:
         return None
-    ops = {waiting[r].coll_op for r in ranks}
-    op = sorted(ops)[0]
     members = range(world_size)
     where = {r: (states[r].where(now_ns) if r in states else "has not published any progress") for r in members}
+    ops = {waiting[r].coll_op for r in ranks}
     if len(ops) > 1:
         counts: dict[str, int] = {}
         for r in ranks:
@@ -155,15 +158,47 @@ def detect_hang(
         odd = tuple(sorted(r for r in ranks if waiting[r].coll_op != majority))
         return HangReport(majority, pg, seq, tuple(sorted(ranks)), odd, (now_ns - onset) / 1e9, onset, now_ns, where,
                           kind="mismatch")
-    absent = tuple(
-        r for r in members
-        if r not in ranks and (r not in states or states[r].entered.get(pg, 0) < seq)
-    )
+
+    def absent_from(key: tuple[str, int]) -> tuple[int, ...]:
+        g, n = key
+        return tuple(r for r in members if r not in by_key[key] and (r not in states or states[r].entered.get(g, 0) < n))
+
+    absent = absent_from((pg, seq))
     if not absent:
         # everyone entered this collective at some point; a rank that already left it cannot be
         # holding it up, so this is not (yet) a stall we can attribute
         return None
-    return HangReport(op, pg, seq, tuple(sorted(ranks)), absent, (now_ns - onset) / 1e9, onset, now_ns, where)
+    elsewhere = {(str(waiting[r].coll_pg), int(waiting[r].coll_seq or 0)) for r in absent
+                 if r in waiting and str(waiting[r].coll_pg) != pg}
+    if elsewhere and all(r in waiting for r in absent):
+        return _across_groups(states, by_key, since, [(pg, seq), *sorted(elsewhere)], absent_from, now_ns, where)
+    return HangReport(sorted(ops)[0], pg, seq, tuple(sorted(ranks)), absent, (now_ns - onset) / 1e9, onset, now_ns, where)
+
+
+def _across_groups(states: dict[int, RankProgress], by_key: dict[tuple[str, int], list[int]], since: dict[int, int],
+                   keys: list[tuple[str, int]], absent_from: Callable[[tuple[str, int]], tuple[int, ...]], now_ns: int,
+                   where: dict[int, str]) -> HangReport:
+    """Ranks wait in collectives of different groups, each for ranks that wait in another (notebook
+    06: ranks 0, 1 in the main group's ALLGATHER for ranks 2, 3, which wait on a side group for 0, 1).
+    Neither side will move; the wait that fails first is the one whose group's timeout runs out
+    first, so its missing ranks are named: the post-mortem diagnosis of the failed collective names
+    the same ones. Where no rank published its groups' timeouts, the wait that began first."""
+    def deadline(key: tuple[str, int]) -> tuple[float, int]:
+        onset = min(since[r] for r in by_key[key])
+        timeouts = [s.pg_timeouts_s.get(key[0]) for s in states.values() if s.pg_timeouts_s.get(key[0])]
+        return (onset + min(timeouts) * 1e9 if timeouts else float("inf"), onset)
+
+    chosen = min(keys, key=deadline)
+    others = [k for k in keys if k != chosen]
+    onset = min(since[r] for r in by_key[chosen])
+    waiting = tuple(sorted(by_key[chosen]))
+    op = str(states[waiting[0]].coll_op)
+    blocked = "; ".join(f"rank(s) {', '.join(map(str, sorted(by_key[k])))} wait in {states[by_key[k][0]].coll_op} "
+                        f"(pg {k[0]}, seq {k[1]})" for k in others)
+    return HangReport(op, chosen[0], chosen[1], waiting, absent_from(chosen), (now_ns - onset) / 1e9, onset, now_ns,
+                      where, kind="cross_group",
+                      detail=f"a wait across process groups: {blocked}, for ranks that wait in pg {chosen[0]}; "
+                             f"pg {chosen[0]}'s collective fails first")
 
 
 def _is_resolved(hang: HangReport, states: dict[int, RankProgress]) -> bool:

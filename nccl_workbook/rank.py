@@ -167,6 +167,8 @@ def run_rank(spec: RankSpec) -> RankReport:
         host, port, run_id = spec.progress
         publisher = ProgressPublisher((host, port), run_id, spec.rank)
     tracer = Tracer(spec.rank, on_event=publisher.on_event if publisher is not None else None, spill=spec.spill_path)
+    if publisher is not None:
+        tracer.on_group = publisher.note_group
     status, error, exc_type, tb = RankStatus.OK, None, None, None
     metrics: dict[str, Any] = {}
     device = torch.device("cpu")

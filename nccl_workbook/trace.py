@@ -284,6 +284,9 @@ class Tracer:
         self.step_times_ns: collections.deque[int] = collections.deque(maxlen=max_rows)
         self._steps_done = 0
         self.on_event = on_event
+        #: process group -> its timeout in seconds, as first seen; ``on_group(pg, timeout_s)`` hears of each
+        self.pg_timeouts_s: dict[str, float | None] = {}
+        self.on_group: Callable[[str, float], None] | None = None
         self._seq: dict[str, int] = {}
         self._current_step: int | None = None
         self._next_step: int | None = None
@@ -421,6 +424,8 @@ class Tracer:
             if group is None and fn_name in {"barrier", "monitored_barrier"} and args:
                 group = args[0]
             pg = tracer._pg_name(group)
+            if pg not in tracer.pg_timeouts_s:
+                tracer._note_group(pg, group)
             src = args[_INPUT_ARG[fn_name]] if fn_name in _INPUT_ARG and len(args) > _INPUT_ARG[fn_name] else kwargs.get(_INPUT_KW.get(fn_name, ""), None)
             numel, nbytes, dtype = _tensor_size(src)
             if tracer._next_step is not None:
@@ -459,6 +464,23 @@ class Tracer:
             return value
 
         work.get_future().then(done)
+
+    def _note_group(self, pg: str, group: Any) -> None:
+        """Remember the group's timeout (seconds; None where torch does not say) and pass it to
+        ``on_group``: a wait in the group whose timeout runs out first is the one that will fail."""
+        timeout_s = None
+        try:
+            import torch.distributed as dist
+
+            g = group if group is not None else dist.group.WORLD
+            for device in g._device_types:
+                timeout_s = g._get_backend(device).options._timeout.total_seconds()
+                break
+        except Exception:  # noqa: BLE001 - a backend without options: unknown
+            pass
+        self.pg_timeouts_s[pg] = timeout_s
+        if self.on_group is not None and timeout_s is not None:
+            self.on_group(pg, timeout_s)
 
     @staticmethod
     def _pg_name(group: Any) -> str:

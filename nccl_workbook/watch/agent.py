@@ -156,6 +156,7 @@ class _Agent:
         spill = os.path.join(folder, f"rank{rank}.jsonl") if folder and os.path.isdir(folder) else None
         self.tracer = Tracer(rank, on_event=self.publisher.on_event, spill=spill, max_rows=MAX_ROWS,
                              spill_max_bytes=SPILL_MAX_BYTES)
+        self.tracer.on_group = self.publisher.note_group
         self.publisher.post(f"who/{rank}", json.dumps({
             "rank": rank, "world_size": self.world_size, "pid": os.getpid(), "host": socket.gethostname(),
             "local_rank": int(os.environ.get("LOCAL_RANK", "0") or 0), "t_ns": time.time_ns()}))

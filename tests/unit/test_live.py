@@ -78,3 +78,46 @@ def test_paths_and_html() -> None:
     assert short_paths(text) == 'File "torch/distributed/c10d.py", line 5, in barrier'
     html = stacks_html({0: "a\nb", 1: "<c>"}, where={0: "in region 'x'"})
     assert "rank 0" in html and "&lt;c&gt;" in html and "in region" in html
+
+
+def test_a_wait_across_two_groups_names_the_ranks_missing_from_the_group_that_fails_first() -> None:
+    """Notebook 06: ranks 0, 1 wait in the main group's 4th ALLGATHER (3 s timeout) for ranks 2, 3,
+    which already wait on a side group (30 s timeout) for ranks 0, 1; the side wait began first."""
+    timeouts = {"0": 3.0, "1": 30.0}
+
+    def state(r: int, pg: str, seq: int, since_s: float, entered: dict[str, int]) -> RankProgress:
+        return RankProgress(r, 0, coll_op="ALLGATHER", coll_pg=pg, coll_seq=seq, coll_since_ns=int(since_s * S),
+                            entered=entered, completed={k: v - 1 for k, v in entered.items()}, pg_timeouts_s=timeouts)
+
+    states = {0: state(0, "0", 4, 10.2, {"0": 4, "1": 1}), 1: state(1, "0", 4, 10.2, {"0": 4, "1": 1}),
+              2: state(2, "1", 2, 10.0, {"0": 3, "1": 2}), 3: state(3, "1", 2, 10.0, {"0": 3, "1": 2})}
+    h = detect_hang(states, world_size=4, now_ns=int(11.3 * S))
+    assert h.kind == "cross_group" and (h.pg, h.seq) == ("0", 4) and h.culprit_ranks == (2, 3)
+    assert h.waiting_ranks == (0, 1) and "across process groups" in h.message and "pg 1, seq 2" in h.message
+    # without the groups' timeouts: the wait that began first
+    blind = {r: RankProgress(**{**s.__dict__, "pg_timeouts_s": {}}) for r, s in states.items()}
+    h2 = detect_hang(blind, world_size=4, now_ns=int(11.3 * S))
+    assert h2.kind == "cross_group" and h2.pg == "1" and h2.culprit_ranks == (0, 1)
+
+
+def test_tracer_reports_each_groups_timeout() -> None:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    from nccl_workbook.trace import Tracer
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=datetime.timedelta(seconds=7))
+    try:
+        seen: dict[str, float] = {}
+        tracer = Tracer(0)
+        tracer.on_group = seen.__setitem__
+        side = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=42))
+        with tracer.installed():
+            dist.all_reduce(torch.ones(1))
+            dist.barrier(group=side)
+            dist.all_reduce(torch.ones(1))
+        assert sorted(seen.values()) == [7.0, 42.0] and len(seen) == 2
+    finally:
+        dist.destroy_process_group()
