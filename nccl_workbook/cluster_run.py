@@ -72,6 +72,7 @@ def run_program(
     trace: bool = True,
     min_wait_s: float = 1.0,
     on_hang: Callable[[HangReport], None] | None = None,
+    init_group: bool = True,
 ) -> ClusterRun:
     """Run ``program(ctx, params)`` on ``world_size`` ranks of ``cluster`` with a fresh process group.
 
@@ -110,7 +111,7 @@ def run_program(
             rank=r, world_size=ws, local_rank=local_ranks[r], backend=backend,
             init_method=f"tcp://{addr}:{port}", pg_timeout_s=float(pg_timeout_s),
             program=program, params=params, debug_level=debug_level, flight_recorder=flight_recorder,
-            progress=observer.publisher_spec(), trace=trace, spill_path=observer.spill_path(r),
+            progress=observer.publisher_spec(), trace=trace, spill_path=observer.spill_path(r), init_group=init_group,
         )
         for r in range(ws)
     ]

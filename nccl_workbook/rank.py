@@ -72,6 +72,9 @@ class RankSpec:
     trace: bool = True
     #: file the tracer also appends its rows to, so they survive the engine's death (local runs)
     spill_path: str | None = None
+    #: initialise the process group before the program (off for a user's script, which calls
+    #: ``init_process_group()`` itself from the environment: see ``RankContext.init_method``)
+    init_group: bool = True
 
 
 @dataclass
@@ -85,6 +88,8 @@ class RankContext:
     pg_timeout_s: float
     tracer: Tracer
     device: Any  # torch.device
+    #: ``tcp://host:port`` of this run's rendezvous
+    init_method: str = ""
 
     @property
     def is_main(self) -> bool:
@@ -185,15 +190,17 @@ def run_rank(spec: RankSpec) -> RankReport:
             kwargs: dict[str, Any] = {}
             if spec.backend == "nccl":
                 kwargs["device_id"] = device
-            dist.init_process_group(
-                spec.backend,
-                init_method=spec.init_method,
-                rank=spec.rank,
-                world_size=spec.world_size,
-                timeout=datetime.timedelta(seconds=spec.pg_timeout_s),
-                **kwargs,
-            )
-            ctx = RankContext(spec.rank, spec.world_size, spec.local_rank, spec.backend, spec.pg_timeout_s, tracer, device)
+            if spec.init_group:
+                dist.init_process_group(
+                    spec.backend,
+                    init_method=spec.init_method,
+                    rank=spec.rank,
+                    world_size=spec.world_size,
+                    timeout=datetime.timedelta(seconds=spec.pg_timeout_s),
+                    **kwargs,
+                )
+            ctx = RankContext(spec.rank, spec.world_size, spec.local_rank, spec.backend, spec.pg_timeout_s, tracer, device,
+                              spec.init_method)
             if spec.trace:
                 with tracer.installed():
                     metrics = dict(spec.program(ctx, spec.params) or {})

@@ -69,9 +69,12 @@ def verdict_text(r: RunResult) -> str:
         f"verdict:         {d.verdict.value}",
         f"failed op:       {r.failed_op}{where}",
         f"culprit ranks:   {list(r.culprit_ranks)}",
-        f"ground truth:    {list(r.expected_culprits)}",
-        f"diagnosis agrees with ground truth: {r.diagnosis_agrees}",
     ]
+    if r.has_ground_truth:  # a scenario's
+        lines += [f"ground truth:    {list(r.expected_culprits)}",
+                  f"diagnosis agrees with ground truth: {r.diagnosis_agrees}"]
+    elif d.message and not r.ok:  # a user's script has no ground truth: say why instead
+        lines.append(f"why:             {d.message}")
     return "\n".join(lines)
 
 
@@ -117,7 +120,8 @@ def results_text(results: Sequence[RunResult]) -> str:
         out.append(summary_line(r))
         if not r.ok and r.diagnosis is not None:
             agree = "agrees with" if r.diagnosis_agrees else "DIFFERS from"
-            out.append(f"  diagnosis: {r.diagnosis.message} ({agree} the scenario's ground truth {list(r.expected_culprits)})")
+            truth = f" ({agree} the scenario's ground truth {list(r.expected_culprits)})" if r.has_ground_truth else ""
+            out.append(f"  diagnosis: {r.diagnosis.message}{truth}")
         if r.hang is not None:
             out.append(f"  {live_line(r)}")
         out.extend(f"    {line}" for line in ranks_text(r).splitlines())
@@ -142,7 +146,7 @@ def _summary_table(results: Sequence[RunResult]) -> str:
         "group timeout (s)", "wall (s)"))
     rows = []
     for r in results:
-        if r.ok:
+        if r.ok or not r.has_ground_truth:
             truth = "–"
         else:
             mark = "agrees" if r.diagnosis_agrees else "<b style='color:#c62828'>DISAGREES</b>"
@@ -181,12 +185,14 @@ def _ranks_table(r: RunResult) -> str:
 def _details(r: RunResult, *, opened: bool | None = None) -> str:
     lines = []
     if not r.ok:
-        agree = "agrees with" if r.diagnosis_agrees else "<b style='color:#c62828'>DISAGREES with</b>"
-        lines.append(
-            f"From the trace alone: culprit rank(s) <b>{_ranks(r.culprit_ranks)}</b>, failed op "
-            f"<b>{html.escape(str(r.failed_op))}</b>; this {agree} the ground truth "
-            f"({_ranks(r.expected_culprits)}, {html.escape(str(r.expected_op))})."
-        )
+        head = (f"From the trace alone: culprit rank(s) <b>{_ranks(r.culprit_ranks)}</b>, failed op "
+                f"<b>{html.escape(str(r.failed_op))}</b>")
+        if r.has_ground_truth:
+            agree = "agrees with" if r.diagnosis_agrees else "<b style='color:#c62828'>DISAGREES with</b>"
+            lines.append(f"{head}; this {agree} the ground truth ({_ranks(r.expected_culprits)}, "
+                         f"{html.escape(str(r.expected_op))}).")
+        else:
+            lines.append(f"{head}: {html.escape(r.diagnosis.message if r.diagnosis else '')}")
     if r.hang is not None:
         lines.append(html.escape(live_line(r)) + ".")
     text = "".join(f"<div style='margin:2px 0'>{x}</div>" for x in lines)

@@ -129,6 +129,8 @@ class RunResult:
     hang: HangReport | None = field(default=None, compare=False, repr=False)
     #: every stall named live during the run, oldest first
     stalls: tuple[HangReport, ...] = field(default=(), compare=False, repr=False)
+    #: False for a run of a user's script or any program that is not a scenario: nothing to compare with
+    has_ground_truth: bool = True
 
     @property
     def live_hang(self) -> HangReport | None:

@@ -96,7 +96,7 @@ def run_scenario(
 
 
 def result_from_run(run: ClusterRun, *, scenario: str, variant: str, expected_culprits: tuple[int, ...] = (),
-                    expected_op: str | None = None) -> RunResult:
+                    expected_op: str | None = None, ground_truth: bool = True) -> RunResult:
     """One run's reports -> a diagnosed :class:`RunResult` (trace frame, per-rank outcomes, diagnosis).
     ``expected_*`` are the ground truth where one is known (a scenario's); empty for anything else."""
     rows = [row for rep in run.reports for row in rep.rows]
@@ -140,6 +140,7 @@ def result_from_run(run: ClusterRun, *, scenario: str, variant: str, expected_cu
         t_begin_ns={rep.rank: rep.t_begin_ns for rep in run.reports},
         hang=run.hang,
         stalls=run.stalls,
+        has_ground_truth=ground_truth,
     )
 
 
@@ -148,7 +149,7 @@ def run_program(cluster: RankCluster, program: Callable[..., dict[str, Any] | No
     """Any rank program (not a registered scenario) run once and diagnosed like a scenario: the same
     :class:`RunResult`, with no ground truth. ``run_options`` as for :meth:`RankCluster.run`."""
     return result_from_run(cluster.run(program, params, pg_timeout_s=pg_timeout_s, **run_options),
-                           scenario=name, variant=variant)
+                           scenario=name, variant=variant, ground_truth=False)
 
 
 def run_variants(

@@ -19,12 +19,17 @@ import nbformat
 from nbclient import NotebookClient
 
 
-def build(cells: list[tuple[str, str]], path: Path, *, execute: bool = True, timeout_s: int = 600) -> None:
+def build(cells: list[tuple], path: Path, *, execute: bool = True, timeout_s: int = 600) -> None:
+    """``cells``: ``(kind, source)`` or ``(kind, source, True)`` for a code cell whose output nbval
+    checks (the cell tag ``nbval-check-output``)."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    for kind, src in cells:
+    for kind, src, *checked in cells:
         src = src.strip("\n")
-        nb.cells.append(nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src))
+        cell = nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
+        if checked and checked[0]:
+            cell.metadata["tags"] = ["nbval-check-output"]
+        nb.cells.append(cell)
     if execute:
         NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     nbformat.write(nb, path)

@@ -26,6 +26,11 @@ Faults, each off by default, planted to reproduce real collective timeouts:
 
 With ``--pg-timeout-s`` shorter than ``--stall-s`` a stall becomes a collective timeout.
 
+The fix for the first one, ``--eval-sync side-group``: every rank waits for rank 0's evaluation in
+a barrier on a gloo group of its own with a long timeout (``--side-timeout-s``), so the main group's
+timeout keeps guarding the training collectives (``nccl_workbook.fixes.wait_for_main`` does the
+same as a function).
+
 This script is the "user's unchanged script": it imports nothing from the workbook.
 """
 
@@ -70,6 +75,10 @@ def get_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="init_process_group(timeout=) in seconds (default: torch's)")
     p.add_argument("--step-sleep-s", type=float, default=0.0,
                    help="extra time per step on every rank, standing in for a bigger model (default 0)")
+    p.add_argument("--eval-sync", choices=("none", "side-group"), default="none",
+                   help="side-group: the other ranks wait for rank 0's evaluation in a barrier on a gloo group "
+                        "with a long timeout (--side-timeout-s), instead of in the next step's gradient all-reduce")
+    p.add_argument("--side-timeout-s", type=float, default=600.0, help="the side group's timeout (default 600)")
     p.add_argument("--fault", choices=FAULTS, default="none", help="plant a fault (default none)")
     p.add_argument("--fault-rank", type=int, default=1, help="the rank that misbehaves (default 1)")
     p.add_argument("--fault-step", type=int, default=5,
@@ -183,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rank, world_size, device = 0, 1, torch.device("cuda" if torch.cuda.is_available() else "cpu")
     master = rank == 0
+    # the fix for rank-0-only evaluation: wait for it somewhere with a timeout meant for it
+    side = (dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=args.side_timeout_s))
+            if ddp and args.eval_sync == "side-group" else None)
     torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts them)
     out_dir = args.out_dir or os.path.join(tempfile.gettempdir(), f"train_ddp-{os.getuid()}")
 
@@ -247,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             val_loss = estimate_loss(raw_model, val_loader, args.eval_iters, device, min_s=min_s)
             path = save_checkpoint(raw_model, optimizer, step, out_dir)
             print(f"step {step}: val loss {val_loss:.4f}, checkpoint {path}", flush=True)
+        if side is not None and step % args.eval_interval == 0:
+            dist.barrier(group=side)  # everyone waits here for rank 0, on the side group's long timeout
 
     if master:
         print(f"done: {args.steps} steps in {time.time() - t0:.2f} s", flush=True)
