@@ -9,6 +9,7 @@ Subcommands::
     nccl-workbook lab [--no-browser] [--port N]     # JupyterLab on the workbook's notebooks
     nccl-workbook triage [FILE|-] [--json]          # read a failed job's log
     nccl-workbook doctor [--json]                   # check settings for known-bad/no-op values
+    nccl-workbook lint PATH... [--json]             # hang hazards in training scripts, before they run
 
 ``run`` uses the same :func:`nccl_workbook.runner.run_scenario` as the notebooks, so both give the
 same answers. Bad input exits with status 2 and a one-line message naming what is valid; a run
@@ -282,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_triage_parsers(sub)
     from nccl_workbook.flight.commands import add_parsers as _add_flight_parsers
     _add_flight_parsers(sub)
+    from nccl_workbook.lint.commands import add_parsers as _add_lint_parsers
+    _add_lint_parsers(sub)
     return p
 
 
