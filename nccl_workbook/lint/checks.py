@@ -54,7 +54,9 @@ _EVEN_CALLS = re.compile(r"(^|\.)(DistributedSampler|ElasticDistributedSampler|p
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
 _UNEVEN_SAMPLER = re.compile(r"(DistributedEvalSampler|SequentialDistributedSampler|UnevenSampler|"
                              r"split_dataset_by_node|InferenceSampler|shard_indices)")
-_NOT_DATA_KWARGS = frozenset({"device", "pin_memory_device", "generator", "worker_init_fn", "seed", "rank"})
+#: keyword arguments that carry the data (or its per-rank share) into a loader, sampler or shard call
+_DATA_KWARGS = frozenset({"dataset", "sampler", "batch_sampler", "indices", "index", "shard", "shards", "data",
+                          "iterable", "split", "num_shards", "shard_id", "rank", "num_replicas", "files", "data_files"})
 
 
 @dataclass(frozen=True)
@@ -263,7 +265,7 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                 if _UNEVEN_SAMPLER.search(name):
                     return True
                 stack.extend(n.args)
-                stack.extend(kw.value for kw in n.keywords if kw.arg not in _NOT_DATA_KWARGS)
+                stack.extend(kw.value for kw in n.keywords if kw.arg in _DATA_KWARGS)
                 if isinstance(n.func, ast.Attribute):
                     stack.append(n.func.value)
                 continue
@@ -366,7 +368,9 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                 continue
             if any(isinstance(n, ast.Call) and _EXITS.match(dotted(n.func)) for s in handler.body for n in ast.walk(s)):
                 continue
-            if f.first_collective(handler.body) is not None:
+            # it tells the others itself (an all-reduce of a failure flag), on every path through it
+            if any(f.first_collective(s) is not None for s in handler.body
+                   if not isinstance(s, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match))):
                 continue
             caught = ", ".join(_handler_names(handler))
             out.append(RawFinding(

@@ -68,7 +68,7 @@ HELPER_NAME = re.compile(r"(^|_)(all_?reduce|all_?gather|barrier|synchronize|red
 DCP_CALLS = frozenset({"save_state_dict", "get_model_state_dict", "get_optimizer_state_dict", "get_state_dict",
                        "full_optim_state_dict", "optim_state_dict", "sharded_optim_state_dict"})
 #: classes whose instances shard a model: their forward, generate, backward and state_dict are collective
-SHARDING_WRAPPERS = re.compile(r"(^|\.)(FSDP|FullyShardedDataParallel|fully_shard|initialize)$")
+SHARDING_WRAPPERS = re.compile(r"(^|\.)(FSDP|FullyShardedDataParallel|fully_shard|deepspeed\.initialize)$")
 #: names whose presence means the file's ``backward()`` all-reduces gradients
 DATA_PARALLEL_NAMES = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
                                  "deepspeed", "Accelerator", "DistributedOptimizer", "Fabric"})
@@ -92,7 +92,7 @@ LONG_PARTS = frozenset({
     "eval", "evaluate", "evaluation", "evaluator", "validate", "validation", "valid", "test", "predict",
     "prediction", "predictions", "inference", "infer", "sample", "sampling", "samples", "generate", "generation",
     "save", "savefig", "checkpoint", "checkpoints", "ckpt", "export", "upload", "push", "benchmark", "visualize",
-    "visualization", "plot", "render", "metrics", "pretrained",
+    "visualization", "plot", "render",
 })
 #: logging services whose pushes block the calling rank (seed 004)
 LOGGING_RECEIVERS = re.compile(r"(^|\.)(wandb|mlflow|neptune|comet_ml|clearml|aim|swanlab|tracker|trackers|run|"
@@ -365,7 +365,7 @@ class SourceFacts:
         if recv in ("self", "cls", "") and name in self.functions and not full:
             inner = self.function_collective(name)
             if inner is not None:
-                return Site(line, f"{label} (which calls {inner.label} at line {inner.line})")
+                return Site(line, f"{label} (which reaches {inner.label} at line {inner.line})")
             return None
         if name in DIST_COLLECTIVES and (self.resolves_to_dist(recv) or full.startswith("torch.distributed")):
             return Site(line, label)
@@ -421,9 +421,13 @@ class SourceFacts:
                 continue
             for node in _walk_no_defs(fn):
                 if isinstance(node, ast.Call) and node is not fn:
-                    site = self.collective_of(node, include_backward=True)
+                    recv, callee = call_name(node)
+                    if recv in ("self", "cls", "") and callee in self.functions and callee not in self.imported:
+                        site = self.function_collective(callee)   # the innermost collective, for the message
+                    else:
+                        site = self.collective_of(node, include_backward=True)
                     if site is not None:
-                        found = Site(site.line, site.label.split(" (which calls")[0])
+                        found = site
                         break
             if found:
                 break
