@@ -168,7 +168,8 @@ class _RankWalk:
         _recv, name = call_name(call)
         if name in POINT_TO_POINT:
             return
-        site = self.f.collective_of(call)
+        # through a function of the file, only explicit collectives count here (see function_collective)
+        site = self.f.collective_of(call, include_backward=not (call_name(call)[1] in self.f.functions))
         if site is None:
             return
         line, cond = where
@@ -179,7 +180,7 @@ class _RankWalk:
     def region(self, stmts: list[ast.stmt], where: tuple[int, str] | None, *, after: ast.AST | None,
                function: ast.FunctionDef | ast.AsyncFunctionDef | None = None) -> None:
         """Long work on some ranks only, then a collective that every rank reaches."""
-        if where is None or not stmts or self.f.first_collective(stmts) is not None:
+        if where is None or not stmts or self._explicit_collective(stmts):
             return
         work = self.f.first_long_work(stmts)
         if work is None:
@@ -200,6 +201,16 @@ class _RankWalk:
             f"{work.label} runs only where `{cond}` (line {line}) holds, while the other ranks go on to "
             f"{nxt.label} at line {nxt.line}",
             scenario="slow-metrics-on-rank0" if work.kind == "logging" else ""))
+
+    def _explicit_collective(self, stmts: list[ast.stmt]) -> bool:
+        """Does the region call a collective itself (rule 1 reports it), not counting a backward reached
+        through a function of the file?"""
+        for stmt in stmts:
+            for node in _walk_no_defs(stmt):
+                if isinstance(node, ast.Call) and call_name(node)[1] not in POINT_TO_POINT and self.f.collective_of(
+                        node, include_backward=call_name(node)[1] not in self.f.functions) is not None:
+                    return True
+        return False
 
     def early_exit(self, stmt: ast.If) -> None:
         """``break`` on some ranks, or leaving early on a per-rank data condition, before a collective."""

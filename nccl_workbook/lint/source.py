@@ -363,7 +363,7 @@ class SourceFacts:
         line = call.lineno
         full = self.imported.get(name, "") if not recv else ""
         if recv in ("self", "cls", "") and name in self.functions and not full:
-            inner = self.function_collective(name)
+            inner = self.function_collective(name, include_backward=include_backward)
             if inner is not None:
                 return Site(line, f"{label} (which reaches {inner.label} at line {inner.line})")
             return None
@@ -410,11 +410,16 @@ class SourceFacts:
             return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
         return None
 
-    def function_collective(self, name: str) -> Site | None:
-        """The first collective a function of this file reaches (through its own calls), or None."""
-        if name in self._collective:
-            return self._collective[name]
-        self._collective[name] = None  # recursion guard: a cycle adds nothing
+    def function_collective(self, name: str, *, include_backward: bool = True) -> Site | None:
+        """The first collective a function of this file reaches (through its own calls), or None.
+
+        ``include_backward=False`` leaves out DDP's implicit all-reduce in ``backward()``: a shared
+        ``train(model, loader, optimizer=None)`` that rank 0 reuses for validation calls ``backward``
+        only on a path this reading cannot tell apart."""
+        key = f"{name}|{include_backward}"
+        if key in self._collective:
+            return self._collective[key]
+        self._collective[key] = None  # recursion guard: a cycle adds nothing
         found: Site | None = None
         for fn in self.functions.get(name, []):
             if self.rank_only_function(fn):
@@ -423,15 +428,16 @@ class SourceFacts:
                 if isinstance(node, ast.Call) and node is not fn:
                     recv, callee = call_name(node)
                     if recv in ("self", "cls", "") and callee in self.functions and callee not in self.imported:
-                        site = self.function_collective(callee)   # the innermost collective, for the message
+                        # the innermost collective, for the message
+                        site = self.function_collective(callee, include_backward=include_backward)
                     else:
-                        site = self.collective_of(node, include_backward=True)
+                        site = self.collective_of(node, include_backward=include_backward)
                     if site is not None:
                         found = site
                         break
             if found:
                 break
-        self._collective[name] = found
+        self._collective[key] = found
         return found
 
     def first_collective(self, stmts: list[ast.stmt] | ast.AST) -> Site | None:
@@ -478,7 +484,8 @@ class SourceFacts:
                 extra = "" if inner.label == label else f" (which runs {inner.label} at line {inner.line})"
                 return Site(node.lineno, f"{label}{extra}", inner.kind)
             return None
-        if name.startswith(("is_", "has_", "get_", "set_", "should_")) or _NOT_LONG_RECEIVER.search(recv or "-"):
+        if name.startswith(("is_", "has_", "get_", "set_", "should_")) or _NOT_LONG_RECEIVER.search(recv or "-") \
+                or (name in ("eval", "train") and recv and not node.args):   # model.eval(): a mode switch
             return None
         if LONG_PARTS.intersection(_parts(name)):
             return Site(node.lineno, label)
