@@ -2,7 +2,8 @@
 
 It reads like the scripts the scenarios come from (``torchrun --nproc-per-node 4 lint_demo.py``), and
 ``nccl-workbook lint`` reports each planted hazard; the comments marked ``HAZARD`` say which rule.
-Run it for real only to watch it hang: that is the point.
+Run it for real only to watch it hang: that is the point. Like the other example scripts it
+imports nothing from ``nccl_workbook``.
 """
 
 from __future__ import annotations

@@ -30,9 +30,15 @@ or ``nccl-workbook lint train.py [--json]``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nccl_workbook.lint.api import LintError, LintFinding, LintReport, lint_file, lint_paths, lint_source, python_files
 from nccl_workbook.lint.rules import RULES, Rule, RuleInfo
 from nccl_workbook.lint.settings import NOOP_SETTINGS
 
-__all__ = ["LintError", "LintFinding", "LintReport", "lint_file", "lint_paths", "lint_source", "python_files",
+#: a small DDP script with one planted hazard per rule (``notebooks/93_lint_your_script.ipynb``); it sits
+#: with the other example scripts in ``nccl_workbook/examples/``
+DEMO_SCRIPT: Path = Path(__file__).resolve().parent.parent / "examples" / "lint_demo.py"
+
+__all__ = ["DEMO_SCRIPT", "LintError", "LintFinding", "LintReport", "lint_file", "lint_paths", "lint_source", "python_files",
            "RULES", "Rule", "RuleInfo", "NOOP_SETTINGS"]

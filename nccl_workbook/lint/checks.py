@@ -77,6 +77,13 @@ def _cond_text(node: ast.AST) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _not_text(node: ast.AST) -> str:
+    """The condition's negation as a reader would write it: ``not (x)``, or ``x`` for ``not x``."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _cond_text(node.operand)
+    return f"not ({_cond_text(node)})"
+
+
 def _exits(block: list[ast.stmt]) -> ast.stmt | None:
     last = block[-1] if block else None
     return last if isinstance(last, (ast.Return, ast.Continue, ast.Break)) else None
@@ -102,7 +109,7 @@ class _RankWalk:
                 exit_stmt = _exits(stmt.body)
                 if isinstance(exit_stmt, (ast.Return, ast.Continue)) and i + 1 < len(stmts):
                     rest = stmts[i + 1:]
-                    guard = (stmt.lineno, f"not ({_cond_text(stmt.test)})")
+                    guard = (stmt.lineno, _not_text(stmt.test))
                     if where is None:
                         self.region(rest, guard, after=rest[-1])
                     self.block(rest, where or guard)
@@ -130,9 +137,9 @@ class _RankWalk:
                 if where is None and not paired:
                     self.region(stmt.body, inner, after=stmt)
                     if stmt.orelse:
-                        self.region(stmt.orelse, (stmt.lineno, f"not ({_cond_text(stmt.test)})"), after=stmt)
+                        self.region(stmt.orelse, (stmt.lineno, _not_text(stmt.test)), after=stmt)
                 self.block(stmt.body, where or inner)
-                self.block(stmt.orelse, where or (inner and (inner[0], f"not ({inner[1]})")))
+                self.block(stmt.orelse, where or (inner and (inner[0], _not_text(stmt.test))))
             else:
                 self.block(stmt.body, where)
                 self.block(stmt.orelse, where)

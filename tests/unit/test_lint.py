@@ -182,7 +182,7 @@ def test_two_thousand_lines_in_under_a_second() -> None:
 
 
 def test_demo_script_shipped_with_the_package() -> None:
-    from nccl_workbook.examples import LINT_DEMO
+    from nccl_workbook.lint import DEMO_SCRIPT
 
-    report = lint_paths([LINT_DEMO])
+    report = lint_paths([DEMO_SCRIPT])
     assert set(report.rules()) == {r.value for r in Rule}
