@@ -10,8 +10,9 @@ outcomes of one question, "which statements run on some ranks only?":
 - a collective in such a region: ``collective-in-rank-branch``;
 - long work in such a region, no collective in it, and a collective every rank reaches after it:
   ``rank0-long-work-before-collective``;
-- a ``break`` on some ranks, or an early exit on a per-rank data condition (a NaN loss, an empty
-  batch), in a loop or function with a collective: ``uneven-collective-count``.
+- a ``break`` on some ranks, an early exit on a per-rank data condition (a NaN loss, an empty
+  batch) in a loop or function with a collective, or a collective only under such a condition:
+  ``uneven-collective-count``.
 
 A region is the body (or ``else``) of an ``if`` on a rank condition, the rest of a block after a
 guard that leaves early (``if not is_main: return`` / ``continue``), the branches of a conditional
@@ -45,6 +46,8 @@ _NAN = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
 _DATA_NAME = re.compile(r"(batch|loss|local|metric|output|pred|sample|result|item|record|example|token|grad|inputs)",
                         re.IGNORECASE)
 _EMPTY_TEST = re.compile(r"^not |is None|len\(|== 0\b|numel\(\)|< 1\b")
+#: the narrower test for "a collective only under this condition": a count or a NaN of local data
+_LOCAL_COUNT_TEST = re.compile(r"len\(|numel\(\)|\.shape\[0\]|\.size\(0\)|isnan|isinf|isfinite")
 _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "ImportError",
                               "ModuleNotFoundError", "FileNotFoundError", "FileExistsError", "JSONDecodeError"})
 _EXITS = re.compile(r"^(sys\.exit|exit|quit|os\._exit|os\.abort|abort)$")
@@ -141,6 +144,9 @@ class _RankWalk:
                 self.block(stmt.body, where or inner)
                 self.block(stmt.orelse, where or (inner and (inner[0], _not_text(stmt.test))))
             else:
+                text = ast.unparse(stmt.test)
+                if where is None and _DATA_NAME.search(text) and _LOCAL_COUNT_TEST.search(text):
+                    self.data_branch(stmt)
                 self.block(stmt.body, where)
                 self.block(stmt.orelse, where)
             return
@@ -218,6 +224,17 @@ class _RankWalk:
                         node, include_backward=call_name(node)[1] not in self.f.functions) is not None:
                     return True
         return False
+
+    def data_branch(self, stmt: ast.If) -> None:
+        """A collective under a test of this rank's own data (an empty list, a NaN loss): the ranks
+        whose data differs skip it."""
+        site = self.f.first_collective(stmt.body)
+        if site is None or self.f.first_collective(stmt.orelse) is not None or _exits(stmt.body):
+            return
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
+            f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}), a test of this rank's own "
+            f"data, holds"))
 
     def early_exit(self, stmt: ast.If) -> None:
         """``break`` on some ranks, or leaving early on a per-rank data condition, before a collective."""

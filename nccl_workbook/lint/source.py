@@ -12,7 +12,8 @@ is imported or run):
 - *Does this call imply a collective?* (:meth:`SourceFacts.collective_of`): ``torch.distributed``
   collectives however imported, the helpers real scripts call (``accelerator.gather``,
   ``wait_for_everyone``, DeepSpeed ``save_checkpoint``, ``accelerator.save_state``,
-  ``torch.distributed.checkpoint.save``, an FSDP model's ``state_dict``/forward/``generate``), a
+  ``torch.distributed.checkpoint.save``, an FSDP model's ``state_dict``/forward/``generate``,
+  a torchmetrics metric's ``compute()`` in a file that imports torchmetrics), a
   ``backward()`` in a file that wraps its model for data parallelism (DDP's gradient all-reduce),
   and functions of the same file that call any of these, followed to a fixed point.
 - *Is this long work?* (:meth:`SourceFacts.long_work_of`): evaluation, sampling, checkpoint saving,
@@ -406,6 +407,9 @@ class SourceFacts:
                 return Site(line, f"{label} (sharded model)")
         if not recv and name in self.sharded:
             return Site(line, f"{label} (sharded model forward)")
+        if name in ("compute", "sync") and "metric" in recv.lower() and \
+                any(m.startswith("torchmetrics") for m in self.modules.values()):
+            return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
         if include_backward and name == "backward" and self.data_parallel:
             return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
         return None

@@ -186,3 +186,11 @@ def test_demo_script_shipped_with_the_package() -> None:
 
     report = lint_paths([DEMO_SCRIPT])
     assert set(report.rules()) == {r.value for r in Rule}
+
+
+def test_collective_under_a_test_of_local_data() -> None:
+    src = ("import torchmetrics\nclass M:\n    def epoch_end(self):\n        if len(self.iou_metric.labels) > 0:\n"
+           "            out = self.iou_metric.compute()\n        return self.pr_metric.compute()\n")
+    assert found(src) == [(5, "uneven-collective-count")]
+    agreed = HEAD + "best = None\nif best is None or best > ppl:\n    dist.barrier()\n"
+    assert found(agreed) == []

@@ -11,6 +11,7 @@ Usage::
     python tests/data/lint/corpus.py build --mirrors DIR   # git show COMMIT:PATH from DIR/owner+name/repo
     python tests/data/lint/corpus.py build --clone         # or clone each repository (needs network)
     python tests/data/lint/corpus.py measure               # recall per rule, false reports per clean script
+    python tests/data/lint/corpus.py sources               # the case table of SOURCES.md
 
 ``build`` cannot fetch the cases whose source is an issue's text or an excerpt: it names them, with
 the URL to copy them from.
@@ -129,6 +130,17 @@ def build(mirrors: Path | None, clone: bool) -> int:
     return 1 if missing else 0
 
 
+def sources_table() -> str:
+    """The case table of SOURCES.md, from the manifest."""
+    rows = ["| file | rule | source | expected | confirms | note |", "|---|---|---|---|---|---|"]
+    for c in load_cases():
+        src = f"{c['repo']} `{c['path']}` @ {c['commit'][:10]}" if c["source"] == "repository" else c["source"]
+        exp = ", ".join(f"{r}:{line}" for r, line in c["expect"]) or "none"
+        rows.append(f"| `{c['file']}` | {c['rule'] or 'clean'} | {src} | {exp} | {c['confirms'] or '-'} | "
+                    f"{c['note'].replace('|', '/')} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -136,10 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--mirrors", type=Path, default=None, help="folder of bare clones named owner+name/repo")
     b.add_argument("--clone", action="store_true", help="clone each repository from GitHub")
     sub.add_parser("measure")
+    sub.add_parser("sources", help="print the case table of SOURCES.md")
     args = p.parse_args(argv)
     if args.cmd == "build":
         return build(args.mirrors, args.clone)
-    print(measure())
+    print(measure() if args.cmd == "measure" else sources_table())
     return 0
 
 
