@@ -433,10 +433,26 @@ def _env_key_finding(key: object, line: int) -> RawFinding | None:
     return None
 
 
+def _env_reads(f: SourceFacts) -> set[str]:
+    """Environment variables the file reads itself (``os.environ["X"]``, ``.get("X")``, ``getenv("X")``):
+    a variable the script reads and passes on (seed 000's ``NCCL_TIMEOUT_MINUTES``) does something."""
+    reads: set[str] = set()
+    for node in ast.walk(f.tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and "environ" in dotted(node.value) \
+                and isinstance(node.slice, ast.Constant):
+            reads.add(str(node.slice.value))
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            recv, name = call_name(node)
+            if (name == "get" and "environ" in recv) or name == "getenv":
+                reads.add(str(node.args[0].value))
+    return reads
+
+
 def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
     """``noop-timeout-setting``: environment variables nobody reads, constants assigned too late,
     deprecated aliases (the doctor's tables)."""
     out: list[RawFinding] = []
+    read_here = _env_reads(f)
     for node in ast.walk(f.tree):
         found: list[RawFinding | None] = []
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -464,8 +480,13 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
                                             f"`setattr(..., {node.args[1].value!r}, ...)` changes no timeout: {s.why}"))
         elif isinstance(node, ast.Dict):
             found.extend(_env_key_finding(getattr(k, "value", None), node.lineno) for k in node.keys if k is not None)
-        out.extend(x for x in found if x is not None)
+        out.extend(x for x in found if x is not None and not _read_back(x, read_here))
     return out
+
+
+def _read_back(finding: RawFinding, read_here: set[str]) -> bool:
+    """The script sets a no-op variable and reads it back itself (to pass it to ``init_process_group``)."""
+    return any(f"`{name}` is set" in finding.message for name in read_here if name in _ENV_NOOP)
 
 
 def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:

@@ -194,3 +194,9 @@ def test_collective_under_a_test_of_local_data() -> None:
     assert found(src) == [(5, "uneven-collective-count")]
     agreed = HEAD + "best = None\nif best is None or best > ppl:\n    dist.barrier()\n"
     assert found(agreed) == []
+
+
+def test_a_variable_the_script_reads_back_is_not_a_noop() -> None:
+    src = ("import os, datetime\nimport torch.distributed as dist\nos.environ['NCCL_TIMEOUT'] = '3600'\n"
+           "dist.init_process_group('nccl', timeout=datetime.timedelta(seconds=int(os.environ['NCCL_TIMEOUT'])))\n")
+    assert found(src) == []
