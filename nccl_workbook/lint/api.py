@@ -15,10 +15,9 @@ Usage::
 from __future__ import annotations
 
 import html
-import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +66,6 @@ class LintReport:
     findings: tuple[LintFinding, ...] = ()
     errors: tuple[LintError, ...] = ()
     files_checked: int = 0
-    _counts: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def exit_code(self) -> int:
@@ -175,7 +173,3 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]]) -> LintReport:
                 checked += 1
                 findings.extend(found)
     return LintReport(findings=tuple(findings), errors=tuple(errors), files_checked=checked)
-
-
-def _dump(report: LintReport) -> str:
-    return json.dumps(report.to_json(), indent=2)

@@ -33,7 +33,7 @@ from nccl_workbook.doctor import DEPRECATED_ALIASES
 from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S, NOOP_SETTINGS, SettingKind
-from nccl_workbook.lint.source import POINT_TO_POINT, Site, SourceFacts, _walk_no_defs, call_name, dotted
+from nccl_workbook.lint.source import POINT_TO_POINT, Site, SourceFacts, call_name, dotted, target_names, walk_local
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
            "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
@@ -167,11 +167,11 @@ class _RankWalk:
             if isinstance(child, (ast.expr, ast.withitem, ast.keyword)):
                 nodes.append(child)
         for root in nodes:
-            for node in _walk_no_defs(root):
+            for node in walk_local(root):
                 if isinstance(node, ast.IfExp) and where is None and self.f.is_rank_condition(node.test):
                     w = (node.lineno, _cond_text(node.test))
                     for side in (node.body, node.orelse):
-                        for sub in _walk_no_defs(side):
+                        for sub in walk_local(side):
                             if isinstance(sub, ast.Call):
                                 self.collective(sub, w)
                 elif isinstance(node, ast.Call) and where is not None:
@@ -219,7 +219,7 @@ class _RankWalk:
         """Does the region call a collective itself (rule 1 reports it), not counting a backward reached
         through a function of the file?"""
         for stmt in stmts:
-            for node in _walk_no_defs(stmt):
+            for node in walk_local(stmt):
                 if isinstance(node, ast.Call) and call_name(node)[1] not in POINT_TO_POINT and self.f.collective_of(
                         node, include_backward=call_name(node)[1] not in self.f.functions) is not None:
                     return True
@@ -315,7 +315,7 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                 stack.extend(ast.iter_child_nodes(n))
         return False
 
-    assigns = [(SourceFacts._target_names(t), node.value) for node in ast.walk(f.tree)
+    assigns = [(target_names(t), node.value) for node in ast.walk(f.tree)
                if isinstance(node, ast.Assign) for t in node.targets]
     for _ in range(3):
         for names, value in assigns:
@@ -390,7 +390,7 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
             continue
         site = f.first_collective(node.body)
         if site is None:
-            for sub in (n for s in node.body for n in _walk_no_defs(s)):
+            for sub in (n for s in node.body for n in walk_local(s)):
                 if isinstance(sub, ast.Call) and _STEP_CALL.search(call_name(sub)[1]):
                     site = Site(sub.lineno, f"{call_name(sub)[1]}()")
                     break

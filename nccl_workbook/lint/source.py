@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["SourceFacts", "Site", "dotted", "call_name"]
+__all__ = ["SourceFacts", "Site", "dotted", "call_name", "walk_local", "target_names"]
 
 # -- names --------------------------------------------------------------------------------------------
 
@@ -70,6 +70,8 @@ DCP_CALLS = frozenset({"save_state_dict", "get_model_state_dict", "get_optimizer
                        "full_optim_state_dict", "optim_state_dict", "sharded_optim_state_dict"})
 #: classes whose instances shard a model: their forward, generate, backward and state_dict are collective
 SHARDING_WRAPPERS = re.compile(r"(^|\.)(FSDP|FullyShardedDataParallel|fully_shard|deepspeed\.initialize)$")
+#: classes whose instances run collectives (``acc = Accelerator(); acc.gather(t)``)
+DIST_OBJECT_CLASSES = re.compile(r"(^|\.)(Accelerator|PartialState|AcceleratorState|Fabric)$")
 #: names whose presence means the file's ``backward()`` all-reduces gradients
 DATA_PARALLEL_NAMES = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
                                  "deepspeed", "Accelerator", "DistributedOptimizer", "Fabric"})
@@ -151,6 +153,17 @@ def _const(node: ast.AST) -> object:
     return ...
 
 
+def target_names(target: ast.AST) -> list[str]:
+    """The dotted names an assignment target binds (``a, self.b = ...`` -> ``['a', 'self.b']``)."""
+    if isinstance(target, (ast.Name, ast.Attribute)):
+        return [dotted(target)]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for elt in target.elts for n in target_names(elt)]
+    if isinstance(target, ast.Starred):
+        return target_names(target.value)
+    return []
+
+
 @dataclass(frozen=True)
 class Site:
     """Where something happens: a line, and a short label such as ``dist.barrier()``."""
@@ -161,7 +174,7 @@ class Site:
     kind: str = "work"
 
 
-def _walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
+def walk_local(node: ast.AST) -> Iterator[ast.AST]:
     """``ast.walk`` that does not enter nested functions, classes or lambdas."""
     stack = [node]
     while stack:
@@ -184,6 +197,8 @@ class SourceFacts:
         self.rank_values: set[str] = set()
         self.rank_flags: set[str] = set()
         self.sharded: set[str] = set()
+        #: names holding an Accelerator / PartialState / Fabric: their gather/reduce/broadcast are collective
+        self.dist_objects: set[str] = set()
         self.modules: dict[str, str] = {}     # local name -> module it stands for
         self.imported: dict[str, str] = {}    # local name -> "module.name" it was imported as
         self.argparse_defaults: dict[str, object] = {}
@@ -215,9 +230,9 @@ class SourceFacts:
                     self.imported[a.asname or a.name] = full
                     self.modules[a.asname or a.name] = full
             elif isinstance(node, ast.Assign):
-                assigns.append(([t for tgt in node.targets for t in self._target_names(tgt)], node.value))
+                assigns.append(([t for tgt in node.targets for t in target_names(tgt)], node.value))
             elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
-                assigns.append((self._target_names(node.target), node.value))
+                assigns.append((target_names(node.target), node.value))
             elif isinstance(node, ast.Call):
                 self._index_call(node)
             elif isinstance(node, (ast.Name, ast.Attribute)):
@@ -239,9 +254,11 @@ class SourceFacts:
         for names, value in assigns:
             if isinstance(value, ast.Call) and SHARDING_WRAPPERS.search(dotted(value.func)):
                 self.sharded.update(names)
+            if isinstance(value, ast.Call) and DIST_OBJECT_CLASSES.search(dotted(value.func)):
+                self.dist_objects.update(names)
         for name, defs in self.functions.items():
             for fn in defs:
-                for node in _walk_no_defs(fn):
+                for node in walk_local(fn):
                     if isinstance(node, ast.Return) and node.value is not None and self.is_rank_condition(node.value):
                         self._returns_flag.add(name)
 
@@ -284,16 +301,6 @@ class SourceFacts:
                 if kw.arg == "default" and dest:
                     self.argparse_defaults[dest] = kw.value
 
-    @staticmethod
-    def _target_names(target: ast.AST) -> list[str]:
-        if isinstance(target, (ast.Name, ast.Attribute)):
-            return [dotted(target)]
-        if isinstance(target, (ast.Tuple, ast.List)):
-            return [n for elt in target.elts for n in SourceFacts._target_names(elt)]
-        if isinstance(target, ast.Starred):
-            return SourceFacts._target_names(target.value)
-        return []
-
     # -- ranks ------------------------------------------------------------------------------------------
     def resolves_to_dist(self, receiver: str) -> bool:
         """Is ``receiver`` (a dotted name) ``torch.distributed`` or a distributed helper object?"""
@@ -303,6 +310,7 @@ class SourceFacts:
         module = self.modules.get(head, head)
         full = module + receiver[len(head):]
         return full.startswith("torch.distributed") or bool(DIST_RECEIVERS.search(receiver)) \
+            or receiver in self.dist_objects \
             or full.startswith(("horovod", "deepspeed.comm", "accelerate"))
 
     def is_rank_value(self, node: ast.AST) -> bool:
@@ -398,6 +406,8 @@ class SourceFacts:
             module = full.rsplit(".", 1)[0]
             if module.startswith("torch.distributed") and (name in DIST_COLLECTIVES or name in DCP_CALLS):
                 return Site(line, label)
+            if module.startswith("torch.distributed.checkpoint") and name in ("save", "load", "async_save"):
+                return Site(line, f"{label} (torch.distributed.checkpoint)")
             if HELPER_NAME.search(name) and not module.startswith(("torch.nn", "numpy", "functools")):
                 return Site(line, label)
         if recv and self.sharded:
@@ -428,7 +438,7 @@ class SourceFacts:
         for fn in self.functions.get(name, []):
             if self.rank_only_function(fn):
                 continue
-            for node in _walk_no_defs(fn):
+            for node in walk_local(fn):
                 if isinstance(node, ast.Call) and node is not fn:
                     recv, callee = call_name(node)
                     if recv in ("self", "cls", "") and callee in self.functions and callee not in self.imported:
@@ -451,7 +461,7 @@ class SourceFacts:
             key = id(stmt)
             if key not in self._stmt_collective:
                 best: Site | None = None
-                for node in _walk_no_defs(stmt):
+                for node in walk_local(stmt):
                     if isinstance(node, ast.Call):
                         site = self.collective_of(node)
                         if site is not None and (best is None or site.line < best.line):
@@ -505,7 +515,7 @@ class SourceFacts:
             if LONG_PARTS.intersection(_parts(name)):
                 found = Site(fn.lineno, f"{name}()")
                 break
-            for node in _walk_no_defs(fn):
+            for node in walk_local(fn):
                 if node is fn:
                     continue
                 site = self.long_work_of(node)
@@ -520,7 +530,7 @@ class SourceFacts:
     def first_long_work(self, stmts: list[ast.stmt]) -> Site | None:
         best: Site | None = None
         for stmt in stmts:
-            for node in _walk_no_defs(stmt):
+            for node in walk_local(stmt):
                 site = self.long_work_of(node)
                 if site is not None and (best is None or site.line < best.line):
                     best = site

@@ -200,3 +200,20 @@ def test_a_variable_the_script_reads_back_is_not_a_noop() -> None:
     src = ("import os, datetime\nimport torch.distributed as dist\nos.environ['NCCL_TIMEOUT'] = '3600'\n"
            "dist.init_process_group('nccl', timeout=datetime.timedelta(seconds=int(os.environ['NCCL_TIMEOUT'])))\n")
     assert found(src) == []
+
+
+@pytest.mark.parametrize("src, line", [
+    ("import torch.distributed as dist\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+     "model = FSDP(net)\nif dist.get_rank() == 0:\n    sd = model.state_dict()\n", 5),
+    ("import torch.distributed as dist\nimport torch.distributed.checkpoint as dcp\nif dist.get_rank() == 0:\n"
+     "    dcp.save(state, checkpoint_id='ckpt')\n", 4),
+    ("import torch.distributed as dist\nfrom torch.distributed.checkpoint import save\nif dist.get_rank() == 0:\n"
+     "    save(state, checkpoint_id='ckpt')\n", 4),
+    ("from accelerate import Accelerator\nacc = Accelerator()\nif acc.is_main_process:\n    x = acc.gather(t)\n", 4),
+    ("class Trainer:\n    def step(self):\n        if self.accelerator.is_main_process:\n"
+     "            self.accelerator.reduce(t)\n", 4),
+    ("import deepspeed\nimport torch.distributed as dist\nmodel, opt, _, _ = deepspeed.initialize(model=m)\n"
+     "if dist.get_rank() == 0:\n    out = model.generate(ids)\n", 5),
+])
+def test_implied_collectives(src: str, line: int) -> None:
+    assert (line, "collective-in-rank-branch") in found(src)
