@@ -73,6 +73,7 @@ def evaluate(case: dict, path: Path) -> Outcome:
 def measure(cache: Path | None = None) -> str:
     rows = {r: [0, 0] for r in RULES}
     clean_files = clean_false = famous = 0
+    held = [0, 0, 0]   # held-out clean files, their false reports, their real-hazard findings
     lines = []
     for case in load_cases():
         p = available(case, cache)
@@ -88,12 +89,18 @@ def measure(cache: Path | None = None) -> str:
             clean_files += 1
             clean_false += len(out.unexpected)
             famous += len(case["expect"])
+            if case.get("held_out"):
+                held[0] += 1
+                held[1] += len(out.unexpected)
+                held[2] += len(case["expect"])
         if out.missing or out.unexpected:
             lines.append(f"  {case['file']}: missing {out.missing} unexpected {out.unexpected}")
     table = ["rule                                 found / cases"]
     table += [f"{r:<36} {f:>5} / {n}" for r, (n, f) in rows.items()]
     table.append(f"clean scripts: {clean_files}, false reports: {clean_false} "
                  f"({clean_false / max(clean_files, 1):.2f} per script), real hazards found in them: {famous}")
+    table.append(f"  of which held out (linted once, never tuned on): {held[0]}, false reports: {held[1]}, "
+                 f"real hazards found: {held[2]}")
     return "\n".join(table + lines)
 
 
