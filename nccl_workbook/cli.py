@@ -10,6 +10,8 @@ Subcommands::
     nccl-workbook triage [FILE|-] [--json]          # read a failed job's log
     nccl-workbook doctor [--json]                   # check settings for known-bad/no-op values
     nccl-workbook watch [--out DIR] [--json PATH] -- torchrun ... train.py   # watch your own job live
+    nccl-workbook attach [--pid PID] [--json]       # a job hung right now: every rank's stack, the odd ones out
+    nccl-workbook lint PATH... [--json]             # hang hazards in training scripts, before they run
 
 ``run`` uses the same :func:`nccl_workbook.runner.run_scenario` as the notebooks, so both give the
 same answers. Bad input exits with status 2 and a one-line message naming what is valid; a run
@@ -277,6 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_watch_parsers(sub)
     from nccl_workbook.attach.commands import add_parsers as _add_attach_parsers
     _add_attach_parsers(sub)
+    from nccl_workbook.lint.commands import add_parsers as _add_lint_parsers
+    _add_lint_parsers(sub)
     return p
 
 

@@ -1,0 +1,175 @@
+"""Lint files, folders or source text: the calls behind ``nccl-workbook lint`` and the notebook.
+
+Results are values: a file that does not exist or does not parse is a :class:`LintError` in the
+report (the other files are still checked), never an exception.
+
+Usage::
+
+    from nccl_workbook.lint import lint_paths, lint_source
+    report = lint_paths(["train.py", "scripts/"])
+    print(report.render_text())            # path:line: rule: message / fix / notebook
+    report.exit_code                       # 0 clean, 1 findings, 2 bad input
+    lint_source("import torch.distributed as dist\\nif dist.get_rank() == 0:\\n    dist.barrier()\\n")
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nccl_workbook.lint.checks import CHECKS, RawFinding
+from nccl_workbook.lint.rules import RULES, Rule, notebook_for
+from nccl_workbook.lint.source import SourceFacts
+
+__all__ = ["LintFinding", "LintError", "LintReport", "lint_source", "lint_file", "lint_paths", "python_files"]
+
+#: folders never entered when a folder is linted
+_SKIP_DIRS = frozenset({".git", ".hg", ".venv", "venv", "env", "__pycache__", "node_modules", ".tox", ".mypy_cache",
+                        "site-packages", "build", "dist", ".ipynb_checkpoints"})
+
+
+@dataclass(frozen=True)
+class LintFinding:
+    """One hazard: where, which rule, why it can hang, the fix, and the notebook that shows it."""
+
+    path: str
+    line: int
+    rule: Rule
+    message: str
+    fix: str
+    notebook: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "rule": self.rule.value, "message": self.message,
+                "fix": self.fix, "notebook": self.notebook}
+
+
+@dataclass(frozen=True)
+class LintError:
+    """A path that could not be checked, and why."""
+
+    path: str
+    error: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "error": self.error}
+
+
+@dataclass(frozen=True)
+class LintReport:
+    """Findings and errors of one run, sorted by path and line."""
+
+    findings: tuple[LintFinding, ...] = ()
+    errors: tuple[LintError, ...] = ()
+    files_checked: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        """2 when a path was bad (whatever else was found), 1 when something was found, 0 when clean."""
+        return 2 if self.errors else 1 if self.findings else 0
+
+    def rules(self) -> list[str]:
+        """The rule ids found, in order of appearance."""
+        return [f.rule.value for f in self.findings]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"findings": [f.to_json() for f in self.findings], "errors": [e.to_json() for e in self.errors]}
+
+    def render_text(self) -> str:
+        lines: list[str] = []
+        for f in self.findings:
+            lines.append(f"{f.path}:{f.line}: {f.rule.value}: {f.message}")
+            lines.append(f"    fix: {f.fix}")
+            if f.notebook:
+                lines.append(f"    see: notebooks/{f.notebook}")
+        for e in self.errors:
+            lines.append(f"{e.path}: error: {e.error}")
+        n = len(self.findings)
+        lines.append(f"{n} hazard{'s' if n != 1 else ''} in {self.files_checked} file{'s' if self.files_checked != 1 else ''}"
+                     + (f", {len(self.errors)} not checked" if self.errors else ""))
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td><code>{html.escape(f.path)}:{f.line}</code></td><td><code>{f.rule.value}</code></td>"
+            f"<td>{html.escape(f.message)}<br><small>fix: {html.escape(f.fix)}</small></td>"
+            f"<td>{html.escape(f.notebook)}</td></tr>"
+            for f in self.findings)
+        errs = "".join(f"<tr><td><code>{html.escape(e.path)}</code></td><td>error</td><td>{html.escape(e.error)}</td>"
+                       f"<td></td></tr>" for e in self.errors)
+        return (f"<p>{len(self.findings)} hazard(s) in {self.files_checked} file(s)</p>"
+                "<table><tr><th>where</th><th>rule</th><th>why / fix</th><th>notebook</th></tr>"
+                f"{rows}{errs}</table>")
+
+
+def _finish(raw: RawFinding, path: str) -> LintFinding:
+    info = RULES[raw.rule]
+    scenario = raw.scenario or info.scenario
+    return LintFinding(path=path, line=raw.line, rule=raw.rule, message=f"{raw.message}: {info.why}.",
+                       fix=info.fix, notebook=notebook_for(scenario))
+
+
+def lint_source(text: str, path: str = "<string>") -> list[LintFinding]:
+    """The findings in one file's source text. A ``SyntaxError`` propagates (see :func:`lint_file`)."""
+    facts = SourceFacts.parse(text, path)
+    seen: set[tuple[int, Rule]] = set()
+    out: list[LintFinding] = []
+    for check in CHECKS:
+        for raw in check(facts):
+            if (raw.line, raw.rule) not in seen:
+                seen.add((raw.line, raw.rule))
+                out.append(_finish(raw, path))
+    return sorted(out, key=lambda f: (f.line, f.rule.value))
+
+
+def lint_file(path: str | os.PathLike[str]) -> tuple[list[LintFinding], LintError | None]:
+    """One file: its findings, or the error that kept it from being checked."""
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        return [], LintError(str(path), f"cannot read: {exc.strerror or exc}")
+    try:
+        return lint_source(text, str(path)), None
+    except SyntaxError as exc:
+        return [], LintError(str(path), f"does not parse: {exc.msg} (line {exc.lineno})")
+    except (ValueError, RecursionError) as exc:  # null bytes; absurdly deep nesting
+        return [], LintError(str(path), f"does not parse: {exc}")
+
+
+def python_files(path: Path) -> list[Path]:
+    """The ``.py`` files under a folder, sorted, skipping virtual environments and caches."""
+    out: list[Path] = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        out.extend(Path(root) / name for name in sorted(files) if name.endswith(".py"))
+    return out
+
+
+def lint_paths(paths: Iterable[str | os.PathLike[str]]) -> LintReport:
+    """Files and folders (their ``.py`` files) -> one report. Missing paths and files that do not parse
+    are reported as errors; every other file is still checked."""
+    findings: list[LintFinding] = []
+    errors: list[LintError] = []
+    checked = 0
+    for raw_path in paths:
+        p = Path(raw_path)
+        if p.is_dir():
+            files = python_files(p)
+        elif p.exists():
+            files = [p]
+        else:
+            errors.append(LintError(str(raw_path), "no such file or folder"))
+            continue
+        for file in files:
+            found, error = lint_file(file)
+            if error is not None:
+                errors.append(error)
+            else:
+                checked += 1
+                findings.extend(found)
+    return LintReport(findings=tuple(findings), errors=tuple(errors), files_checked=checked)

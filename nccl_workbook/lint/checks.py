@@ -1,0 +1,542 @@
+"""The rules, one small function each, over :class:`~nccl_workbook.lint.source.SourceFacts`.
+
+Each check takes the facts of one file and returns :class:`RawFinding` values (a rule, a line, a
+sentence about this occurrence). :data:`CHECKS` lists them; :mod:`nccl_workbook.lint.api` runs the
+list and adds the parts every finding of a rule shares (why, fix, notebook).
+
+The rank-branch walk (:func:`check_rank_branches`) serves three rules, because they are three
+outcomes of one question, "which statements run on some ranks only?":
+
+- a collective in such a region: ``collective-in-rank-branch``;
+- long work in such a region, no collective in it, and a collective every rank reaches after it:
+  ``rank0-long-work-before-collective``;
+- a ``break`` on some ranks, an early exit on a per-rank data condition (a NaN loss, an empty
+  batch) in a loop or function with a collective, or a collective only under such a condition:
+  ``uneven-collective-count``.
+
+A region is the body (or ``else``) of an ``if`` on a rank condition, the rest of a block after a
+guard that leaves early (``if not is_main: return`` / ``continue``), the branches of a conditional
+expression, and the body of a function decorated to run on one rank (``@rank_zero_only``).
+An ``if``/``else`` on the rank whose both branches call collectives is taken as deliberate pairing
+(``broadcast`` from the source and into the others) and not reported.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nccl_workbook.doctor import DEPRECATED_ALIASES
+from nccl_workbook.fixes.dataloader import loader_problems
+from nccl_workbook.lint.rules import Rule
+from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S, NOOP_SETTINGS, SettingKind
+from nccl_workbook.lint.source import POINT_TO_POINT, Site, SourceFacts, call_name, dotted, target_names, walk_local
+
+__all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
+           "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
+
+#: a DataLoader timeout at or above this fraction of the group timeout is "not well below" it
+#: (the same threshold as :func:`nccl_workbook.fixes.loader_problems`, read from its signature)
+MAX_LOADER_FRACTION: float = inspect.signature(loader_problems).parameters["max_fraction"].default
+
+_NAN = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
+_DATA_NAME = re.compile(r"(batch|loss|local|metric|output|pred|sample|result|item|record|example|token|grad|inputs)",
+                        re.IGNORECASE)
+_EMPTY_TEST = re.compile(r"^not |is None|len\(|== 0\b|numel\(\)|< 1\b")
+#: the narrower test for "a collective only under this condition": a count or a NaN of local data
+_LOCAL_COUNT_TEST = re.compile(r"len\(|numel\(\)|\.shape\[0\]|\.size\(0\)|isnan|isinf|isfinite")
+_SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "ImportError",
+                              "ModuleNotFoundError", "FileNotFoundError", "FileExistsError", "JSONDecodeError"})
+_EXITS = re.compile(r"^(sys\.exit|exit|quit|os\._exit|os\.abort|abort)$")
+_STEP_CALL = re.compile(r"(^|_)(train_step|training_step|train_one_epoch|train_epoch|train_batch|forward_backward|"
+                        r"run_step|step_fn)$")
+_EVEN_CALLS = re.compile(r"(^|\.)(DistributedSampler|ElasticDistributedSampler|prepare|prepare_data_loader|device|to|"
+                         r"cuda|manual_seed|Generator|set_device|seed_everything)$")
+_UNEVEN_SAMPLER = re.compile(r"(DistributedEvalSampler|SequentialDistributedSampler|UnevenSampler|"
+                             r"split_dataset_by_node|InferenceSampler|shard_indices)")
+#: keyword arguments that carry the data (or its per-rank share) into a loader, sampler or shard call
+_DATA_KWARGS = frozenset({"dataset", "sampler", "batch_sampler", "indices", "index", "shard", "shards", "data",
+                          "iterable", "split", "num_shards", "shard_id", "rank", "num_replicas", "files", "data_files"})
+
+
+@dataclass(frozen=True)
+class RawFinding:
+    """One occurrence: the rule, the line, and a sentence about this occurrence."""
+
+    rule: Rule
+    line: int
+    message: str
+    #: a more specific scenario than the rule's (a logging push: slow-metrics-on-rank0), or ``""``
+    scenario: str = ""
+
+
+# -- rank branches ------------------------------------------------------------------------------------------
+
+def _cond_text(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _not_text(node: ast.AST) -> str:
+    """The condition's negation as a reader would write it: ``not (x)``, or ``x`` for ``not x``."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _cond_text(node.operand)
+    return f"not ({_cond_text(node)})"
+
+
+def _exits(block: list[ast.stmt]) -> ast.stmt | None:
+    last = block[-1] if block else None
+    return last if isinstance(last, (ast.Return, ast.Continue, ast.Break)) else None
+
+
+def _is_data_condition(test: ast.AST) -> bool:
+    text = ast.unparse(test)
+    return bool(_NAN.search(text)) or (bool(_DATA_NAME.search(text)) and bool(_EMPTY_TEST.search(text)))
+
+
+class _RankWalk:
+    """Walks every block once, knowing which rank condition (if any) the current statement runs under."""
+
+    def __init__(self, facts: SourceFacts) -> None:
+        self.f = facts
+        self.out: list[RawFinding] = []
+
+    # a "where" is (line, text) of the condition in force, or None
+    def block(self, stmts: list[ast.stmt], where: tuple[int, str] | None) -> None:
+        for i, stmt in enumerate(stmts):
+            self.stmt(stmt, where)
+            if isinstance(stmt, ast.If) and not stmt.orelse and self.f.is_rank_condition(stmt.test):
+                exit_stmt = _exits(stmt.body)
+                if isinstance(exit_stmt, (ast.Return, ast.Continue)) and i + 1 < len(stmts):
+                    rest = stmts[i + 1:]
+                    guard = (stmt.lineno, _not_text(stmt.test))
+                    if where is None:
+                        self.region(rest, guard, after=rest[-1])
+                    self.block(rest, where or guard)
+                    return
+
+    def stmt(self, stmt: ast.stmt, where: tuple[int, str] | None) -> None:
+        f = self.f
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if f.rank_only_function(stmt):
+                deco = (stmt.lineno, f"@{dotted(stmt.decorator_list[0])}")
+                self.region(stmt.body, deco, after=None, function=stmt)
+                self.block(stmt.body, deco)
+            else:
+                self.block(stmt.body, None)
+            return
+        if isinstance(stmt, ast.ClassDef):
+            self.block(stmt.body, None)
+            return
+        self.expressions(stmt, where)
+        if isinstance(stmt, ast.If):
+            self.early_exit(stmt)
+            if f.is_rank_condition(stmt.test):
+                paired = f.first_collective(stmt.body) is not None and f.first_collective(stmt.orelse) is not None
+                inner = None if paired else (stmt.lineno, _cond_text(stmt.test))
+                if where is None and not paired:
+                    self.region(stmt.body, inner, after=stmt)
+                    if stmt.orelse:
+                        self.region(stmt.orelse, (stmt.lineno, _not_text(stmt.test)), after=stmt)
+                self.block(stmt.body, where or inner)
+                self.block(stmt.orelse, where or (inner and (inner[0], _not_text(stmt.test))))
+            else:
+                text = ast.unparse(stmt.test)
+                if where is None and _DATA_NAME.search(text) and _LOCAL_COUNT_TEST.search(text):
+                    self.data_branch(stmt)
+                self.block(stmt.body, where)
+                self.block(stmt.orelse, where)
+            return
+        for field in ("body", "orelse", "finalbody"):
+            sub = getattr(stmt, field, None)
+            if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                self.block(sub, where)
+        for handler in getattr(stmt, "handlers", []) or []:
+            self.block(handler.body, where)
+        if isinstance(stmt, ast.Match):
+            for case in stmt.cases:
+                self.block(case.body, where)
+
+    def expressions(self, stmt: ast.stmt, where: tuple[int, str] | None) -> None:
+        """Calls in the statement's own expressions (not in its nested blocks)."""
+        nodes: list[ast.AST] = []
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, (ast.expr, ast.withitem, ast.keyword)):
+                nodes.append(child)
+        for root in nodes:
+            for node in walk_local(root):
+                if isinstance(node, ast.IfExp) and where is None and self.f.is_rank_condition(node.test):
+                    w = (node.lineno, _cond_text(node.test))
+                    for side in (node.body, node.orelse):
+                        for sub in walk_local(side):
+                            if isinstance(sub, ast.Call):
+                                self.collective(sub, w)
+                elif isinstance(node, ast.Call) and where is not None:
+                    self.collective(node, where)
+
+    def collective(self, call: ast.Call, where: tuple[int, str]) -> None:
+        _recv, name = call_name(call)
+        if name in POINT_TO_POINT:
+            return
+        # through a function of the file, only explicit collectives count here (see function_collective)
+        site = self.f.collective_of(call, include_backward=not (call_name(call)[1] in self.f.functions))
+        if site is None:
+            return
+        line, cond = where
+        self.out.append(RawFinding(
+            Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
+            f"{site.label} runs only on the ranks where `{cond}` (line {line}) holds"))
+
+    def region(self, stmts: list[ast.stmt], where: tuple[int, str] | None, *, after: ast.AST | None,
+               function: ast.FunctionDef | ast.AsyncFunctionDef | None = None) -> None:
+        """Long work on some ranks only, then a collective that every rank reaches."""
+        if where is None or not stmts or self._explicit_collective(stmts):
+            return
+        work = self.f.first_long_work(stmts)
+        if work is None:
+            return
+        nxt: Site | None = None
+        if function is not None:
+            for caller in self.f.calls_to.get(function.name, []):
+                nxt = self.f.next_collective_after(caller)
+                if nxt:
+                    break
+        elif after is not None:
+            nxt = self.f.next_collective_after(after)
+        if nxt is None:
+            return
+        line, cond = where
+        self.out.append(RawFinding(
+            Rule.RANK0_LONG_WORK, work.line,
+            f"{work.label} runs only where `{cond}` (line {line}) holds, while the other ranks go on to "
+            f"{nxt.label} at line {nxt.line}",
+            scenario="slow-metrics-on-rank0" if work.kind == "logging" else ""))
+
+    def _explicit_collective(self, stmts: list[ast.stmt]) -> bool:
+        """Does the region call a collective itself (rule 1 reports it), not counting a backward reached
+        through a function of the file?"""
+        for stmt in stmts:
+            for node in walk_local(stmt):
+                if isinstance(node, ast.Call) and call_name(node)[1] not in POINT_TO_POINT and self.f.collective_of(
+                        node, include_backward=call_name(node)[1] not in self.f.functions) is not None:
+                    return True
+        return False
+
+    def data_branch(self, stmt: ast.If) -> None:
+        """A collective under a test of this rank's own data (an empty list, a NaN loss): the ranks
+        whose data differs skip it."""
+        site = self.f.first_collective(stmt.body)
+        if site is None or self.f.first_collective(stmt.orelse) is not None or _exits(stmt.body):
+            return
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
+            f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}), a test of this rank's own "
+            f"data, holds"))
+
+    def early_exit(self, stmt: ast.If) -> None:
+        """``break`` on some ranks, or leaving early on a per-rank data condition, before a collective."""
+        f = self.f
+        exit_stmt = _exits(stmt.body)
+        if exit_stmt is None or stmt.orelse:
+            return
+        rank_cond = f.is_rank_condition(stmt.test)
+        data_cond = not rank_cond and _is_data_condition(stmt.test)
+        if isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or \
+                isinstance(exit_stmt, ast.Continue) and data_cond:
+            loop = _enclosing_loop(f, stmt)
+            site = f.first_collective(loop.body) if loop is not None else None
+            if site is not None and loop is not None:
+                word = "break" if isinstance(exit_stmt, ast.Break) else "continue"
+                self.out.append(RawFinding(
+                    Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
+                    f"`{word}` when `{_cond_text(stmt.test)}` (true on some ranks only) changes how many times those "
+                    f"ranks reach {site.label} at line {site.line} in the loop at line {loop.lineno}"))
+        elif isinstance(exit_stmt, ast.Return) and data_cond:
+            site = f.next_collective_after(stmt, depth=0)
+            if site is not None:
+                self.out.append(RawFinding(
+                    Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
+                    f"`return` when `{_cond_text(stmt.test)}` (a per-rank value) skips {site.label} at line "
+                    f"{site.line}, which the other ranks still call"))
+
+
+def _enclosing_loop(f: SourceFacts, stmt: ast.AST) -> ast.For | ast.AsyncFor | ast.While | None:
+    node = stmt
+    while id(node) in f.parents:
+        _block, _i, owner = f.parents[id(node)]
+        if isinstance(owner, (ast.For, ast.AsyncFor, ast.While)):
+            return owner
+        if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            return None
+        node = owner
+    return None
+
+
+def check_rank_branches(f: SourceFacts) -> list[RawFinding]:
+    """``collective-in-rank-branch``, ``rank0-long-work-before-collective`` and the early-exit half of
+    ``uneven-collective-count`` (see the module docstring)."""
+    walk = _RankWalk(f)
+    walk.block(f.tree.body, None)
+    return walk.out
+
+
+# -- loops of per-rank length -----------------------------------------------------------------------------
+
+def _uneven_names(f: SourceFacts) -> set[str]:
+    """Variables holding a per-rank share of the data whose length can differ between ranks."""
+    uneven: set[str] = set()
+
+    def is_uneven(node: ast.AST) -> bool:
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Call):
+                name = dotted(n.func)
+                if _EVEN_CALLS.search(name):
+                    continue
+                if _UNEVEN_SAMPLER.search(name):
+                    return True
+                stack.extend(n.args)
+                stack.extend(kw.value for kw in n.keywords if kw.arg in _DATA_KWARGS)
+                if isinstance(n.func, ast.Attribute):
+                    stack.append(n.func.value)
+                continue
+            if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) in uneven):
+                return True
+            if isinstance(n, ast.Subscript) and any(f.is_rank_value(s) for s in ast.walk(n.slice)
+                                                    if isinstance(s, (ast.Name, ast.Attribute, ast.Call))):
+                return True
+            if isinstance(n, (ast.Call, ast.Name, ast.Attribute)) and f.is_rank_value(n):
+                return True
+            if not isinstance(n, (ast.Name, ast.Attribute, ast.Lambda)):
+                stack.extend(ast.iter_child_nodes(n))
+        return False
+
+    assigns = [(target_names(t), node.value) for node in ast.walk(f.tree)
+               if isinstance(node, ast.Assign) for t in node.targets]
+    for _ in range(3):
+        for names, value in assigns:
+            if names and not f.is_rank_value(value) and is_uneven(value):
+                uneven.update(names)
+    # one level into the file's functions: ``evaluate(model, shard_loader)`` makes ``loader`` a share there
+    for name, defs in f.functions.items():
+        for stmt in f.calls_to.get(name, []):
+            for call in (n for n in ast.walk(stmt) if isinstance(n, ast.Call) and call_name(n)[1] == name):
+                for fn in defs:
+                    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+                    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+                        params = params[1:]
+                    passed = list(zip(params, call.args, strict=False))
+                    passed += [(kw.arg, kw.value) for kw in call.keywords if kw.arg in params]
+                    for param, arg in passed:
+                        if is_uneven(arg):
+                            uneven.add(f"{fn.name}:{param}")
+    return uneven
+
+
+def _under_join(f: SourceFacts, stmt: ast.AST) -> bool:
+    node = stmt
+    while id(node) in f.parents:
+        _b, _i, owner = f.parents[id(node)]
+        if isinstance(owner, (ast.With, ast.AsyncWith)) and "join" in ast.unparse(owner.items[0]).lower():
+            return True
+        node = owner
+    return False
+
+
+def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
+    """``uneven-collective-count``: a collective per pass of a loop over a per-rank share of the data."""
+    uneven = _uneven_names(f)
+    out: list[RawFinding] = []
+    for node in ast.walk(f.tree):
+        if not isinstance(node, (ast.For, ast.AsyncFor)):
+            continue
+        names = {dotted(n) for n in ast.walk(node.iter) if isinstance(n, (ast.Name, ast.Attribute))}
+        fn = f.enclosing_function(node)
+        if fn is not None:
+            names |= {f"{fn.name}:{n}" for n in names}
+        shard = sorted(names & uneven)
+        direct = _UNEVEN_SAMPLER.search(ast.unparse(node.iter)) is not None
+        if not shard and not direct:
+            continue
+        site = f.first_collective(node.body)
+        if site is None or _under_join(f, node):
+            continue
+        what = shard[0].split(":")[-1] if shard else _cond_text(node.iter)
+        out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
+            f"{site.label} runs once per pass of the loop at line {node.lineno} over `{what}`, a per-rank share whose "
+            f"length can differ between ranks"))
+    return out
+
+
+# -- exceptions -------------------------------------------------------------------------------------------
+
+def _handler_names(handler: ast.ExceptHandler) -> list[str]:
+    if handler.type is None:
+        return ["BaseException"]
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return [dotted(t).rsplit(".", 1)[-1] for t in types]
+
+
+def check_exceptions(f: SourceFacts) -> list[RawFinding]:
+    """``exception-on-one-rank``: a handler around a collective or a training step that lets the rank go on."""
+    out: list[RawFinding] = []
+    for node in ast.walk(f.tree):
+        if not isinstance(node, ast.Try) or not node.handlers:
+            continue
+        site = f.first_collective(node.body)
+        if site is None:
+            for sub in (n for s in node.body for n in walk_local(s)):
+                if isinstance(sub, ast.Call) and _STEP_CALL.search(call_name(sub)[1]):
+                    site = Site(sub.lineno, f"{call_name(sub)[1]}()")
+                    break
+        if site is None:
+            continue
+        for handler in node.handlers:
+            if set(_handler_names(handler)) <= _SAFE_EXCEPTIONS:
+                continue
+            if any(isinstance(s, ast.Raise) for s in handler.body):
+                continue
+            if any(isinstance(n, ast.Call) and _EXITS.match(dotted(n.func)) for s in handler.body for n in ast.walk(s)):
+                continue
+            # it tells the others itself (an all-reduce of a failure flag), on every path through it
+            if any(f.first_collective(s) is not None for s in handler.body
+                   if not isinstance(s, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match))):
+                continue
+            caught = ", ".join(_handler_names(handler))
+            out.append(RawFinding(
+                Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,
+                f"`except {caught}` around {site.label} (line {site.line}) lets this rank go on without telling the "
+                f"others, which wait for it in that collective"))
+    return out
+
+
+# -- settings ---------------------------------------------------------------------------------------------
+
+_ENV_NOOP = {s.name: s for s in NOOP_SETTINGS if s.kind is SettingKind.ENV}
+_ATTR_NOOP = {s.name: s for s in NOOP_SETTINGS if s.kind is SettingKind.ATTRIBUTE}
+
+
+def _env_key_finding(key: object, line: int) -> RawFinding | None:
+    if not isinstance(key, str):
+        return None
+    if key in _ENV_NOOP:
+        return RawFinding(Rule.NOOP_TIMEOUT_SETTING, line, f"`{key}` is set, and {_ENV_NOOP[key].why}")
+    if key in DEPRECATED_ALIASES:
+        return RawFinding(Rule.NOOP_TIMEOUT_SETTING, line,
+                          f"`{key}` is the deprecated name of `{DEPRECATED_ALIASES[key]}` (still read, with a warning; "
+                          f"the new name wins when both are set)")
+    return None
+
+
+def _env_reads(f: SourceFacts) -> set[str]:
+    """Environment variables the file reads itself (``os.environ["X"]``, ``.get("X")``, ``getenv("X")``):
+    a variable the script reads and passes on (seed 000's ``NCCL_TIMEOUT_MINUTES``) does something."""
+    reads: set[str] = set()
+    for node in ast.walk(f.tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and "environ" in dotted(node.value) \
+                and isinstance(node.slice, ast.Constant):
+            reads.add(str(node.slice.value))
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            recv, name = call_name(node)
+            if (name == "get" and "environ" in recv) or name == "getenv":
+                reads.add(str(node.args[0].value))
+    return reads
+
+
+def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
+    """``noop-timeout-setting``: environment variables nobody reads, constants assigned too late,
+    deprecated aliases (the doctor's tables)."""
+    out: list[RawFinding] = []
+    read_here = _env_reads(f)
+    for node in ast.walk(f.tree):
+        found: list[RawFinding | None] = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Subscript) and "environ" in dotted(t.value) and isinstance(t.slice, ast.Constant):
+                    found.append(_env_key_finding(t.slice.value, node.lineno))
+                elif isinstance(t, ast.Attribute) and t.attr in _ATTR_NOOP:
+                    s = _ATTR_NOOP[t.attr]
+                    owner = dotted(t.value).rsplit(".", 1)[-1]
+                    if owner not in s.effective_on:
+                        found.append(RawFinding(Rule.NOOP_TIMEOUT_SETTING, node.lineno,
+                                                f"`{dotted(t)} = ...` changes no timeout: {s.why}"))
+        elif isinstance(node, ast.Call):
+            recv, name = call_name(node)
+            if name in ("setdefault", "putenv") and ("environ" in recv or recv == "os") and node.args:
+                found.append(_env_key_finding(getattr(node.args[0], "value", None), node.lineno))
+            elif name in ("update", "dict") or (name == "update" and "environ" in recv):
+                found.extend(_env_key_finding(kw.arg, node.lineno) for kw in node.keywords)
+            elif name == "setattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+                    and node.args[1].value in _ATTR_NOOP:
+                s = _ATTR_NOOP[node.args[1].value]
+                if dotted(node.args[0]).rsplit(".", 1)[-1] not in s.effective_on:
+                    found.append(RawFinding(Rule.NOOP_TIMEOUT_SETTING, node.lineno,
+                                            f"`setattr(..., {node.args[1].value!r}, ...)` changes no timeout: {s.why}"))
+        elif isinstance(node, ast.Dict):
+            found.extend(_env_key_finding(getattr(k, "value", None), node.lineno) for k in node.keys if k is not None)
+        out.extend(x for x in found if x is not None and not _read_back(x, read_here))
+    return out
+
+
+def _read_back(finding: RawFinding, read_here: set[str]) -> bool:
+    """The script sets a no-op variable and reads it back itself (to pass it to ``init_process_group``)."""
+    return any(f"`{name}` is set" in finding.message for name in read_here if name in _ENV_NOOP)
+
+
+def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
+    """The process-group timeout the file sets (seconds), and how it was found."""
+    backend = "nccl"
+    for node in ast.walk(f.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        _recv, name = call_name(node)
+        if name in ("init_process_group", "init_distributed", "InitProcessGroupKwargs", "new_group",
+                    "DDPStrategy", "FSDPStrategy", "DeepSpeedStrategy"):
+            for kw in node.keywords:
+                if kw.arg == "timeout":
+                    return f.seconds(kw.value), f"`{name}(timeout=...)` at line {node.lineno}"
+            for a in node.args[:1]:
+                if isinstance(a, ast.Constant) and a.value == "gloo":
+                    backend = "gloo"
+            for kw in node.keywords:
+                if kw.arg in ("backend", "dist_backend") and isinstance(kw.value, ast.Constant) and kw.value.value == "gloo":
+                    backend = "gloo"
+    return DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout"
+
+
+def check_loader_timeouts(f: SourceFacts) -> list[RawFinding]:
+    """``dataloader-timeout-ge-pg-timeout``: ``DataLoader(timeout=)`` not well below the group's timeout."""
+    loaders = []
+    for node in ast.walk(f.tree):
+        if isinstance(node, ast.Call) and call_name(node)[1].endswith("DataLoader"):
+            for kw in node.keywords:
+                if kw.arg == "timeout":
+                    loaders.append((node, kw.value))
+    if not loaders:
+        return []
+    pg_s, source = _pg_timeout(f)
+    out: list[RawFinding] = []
+    for call, value in loaders:
+        loader_s = f.seconds(value)
+        if loader_s is None or pg_s is None or loader_s <= 0:
+            continue
+        if loader_s >= MAX_LOADER_FRACTION * pg_s:
+            out.append(RawFinding(
+                Rule.DATALOADER_TIMEOUT, call.lineno,
+                f"DataLoader timeout {loader_s:g} s is not well below {source} ({pg_s:g} s)"))
+    return out
+
+
+CHECKS: tuple[Callable[[SourceFacts], list[RawFinding]], ...] = (
+    check_rank_branches,
+    check_uneven_loops,
+    check_exceptions,
+    check_noop_settings,
+    check_loader_timeouts,
+)

@@ -1,0 +1,630 @@
+"""What the rules need to know about one Python file, read once with :mod:`ast`.
+
+:class:`SourceFacts` answers the questions every rule asks, from names and shapes only (nothing
+is imported or run):
+
+- *Is this expression true on some ranks only?* (:meth:`SourceFacts.is_rank_condition`): it
+  compares a rank (``rank == 0``, ``args.local_rank in [-1, 0]``, ``dist.get_rank() == 0``,
+  ``int(os.environ["RANK"]) == 0``), or reads a main-process flag (``accelerator.is_main_process``,
+  ``trainer.is_global_zero``, ``master_process``, ``is_main_process()``), or a variable or function
+  of the same file that holds or returns one (``is_main = rank == 0``). Comparisons with ``-1`` or
+  ``None`` only (``args.local_rank != -1``: "is this a distributed run") are the same on every rank.
+- *Does this call imply a collective?* (:meth:`SourceFacts.collective_of`): ``torch.distributed``
+  collectives however imported, the helpers real scripts call (``accelerator.gather``,
+  ``wait_for_everyone``, DeepSpeed ``save_checkpoint``, ``accelerator.save_state``,
+  ``torch.distributed.checkpoint.save``, an FSDP model's ``state_dict``/forward/``generate``,
+  a torchmetrics metric's ``compute()`` in a file that imports torchmetrics), a
+  ``backward()`` in a file that wraps its model for data parallelism (DDP's gradient all-reduce),
+  and functions of the same file that call any of these, followed to a fixed point.
+- *Is this long work?* (:meth:`SourceFacts.long_work_of`): evaluation, sampling, checkpoint saving,
+  pushes to a logging service, or a loop over a data loader, again through functions of the file.
+
+Known limits: names are matched by spelling, not by type (a variable called ``rank`` is a rank);
+functions are found by name in the same file only (``self.save()`` finds any method ``save``);
+values are followed through plain assignments, not through containers or other modules.
+
+Usage::
+
+    facts = SourceFacts.parse(text, "train.py")
+    facts.is_rank_condition(if_node.test)
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["SourceFacts", "Site", "dotted", "call_name", "walk_local", "target_names"]
+
+# -- names --------------------------------------------------------------------------------------------
+
+#: torch.distributed functions every rank of the group must call (the ones ``ops.OPS`` names, plus
+#: ``new_group``, which is collective over the whole world)
+DIST_COLLECTIVES = frozenset({
+    "all_reduce", "all_reduce_coalesced", "broadcast", "broadcast_object_list", "reduce", "all_gather",
+    "all_gather_object", "all_gather_coalesced", "all_gather_into_tensor", "_all_gather_base", "gather",
+    "gather_object", "scatter", "scatter_object_list", "reduce_scatter", "reduce_scatter_tensor",
+    "_reduce_scatter_base", "all_to_all", "all_to_all_single", "barrier", "monitored_barrier", "new_group",
+    "send", "recv", "isend", "irecv", "batch_isend_irecv",
+})
+#: point-to-point: a branch on the rank is how they are meant to be used
+POINT_TO_POINT = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
+#: method names that mean a collective whatever the object (no other common meaning)
+UNAMBIGUOUS_METHODS = frozenset({
+    "barrier", "monitored_barrier", "all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor",
+    "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "broadcast_object_list",
+    "wait_for_everyone", "gather_for_metrics", "pad_across_processes",
+})
+#: method names that are collectives only on a distributed object (``functools.reduce``, ``torch.gather``)
+DIST_RECEIVERS = re.compile(r"(^|\.)(dist|distributed|torch\.distributed|hvd|horovod|accelerator|fabric|strategy|"
+                            r"comm|xm|bps|dist_utils|du)$")
+AMBIGUOUS_METHODS = frozenset({"broadcast", "reduce", "gather", "gather_object", "scatter", "synchronize",
+                               "get_state_dict", "save_state", "save_model", "save_checkpoint", "load_checkpoint"})
+#: helpers imported from elsewhere whose names say they communicate (``reduce_dict``, ``all_reduce_mean``)
+HELPER_NAME = re.compile(r"(^|_)(all_?reduce|all_?gather|barrier|synchronize|reduce_(dict|tensor|mean|sum|loss|value)|"
+                         r"gather_(tensor|object|all)|broadcast)")
+#: torch.distributed.checkpoint and FSDP state-dict helpers (collective over the group)
+DCP_CALLS = frozenset({"save_state_dict", "get_model_state_dict", "get_optimizer_state_dict", "get_state_dict",
+                       "full_optim_state_dict", "optim_state_dict", "sharded_optim_state_dict"})
+#: classes whose instances shard a model: their forward, generate, backward and state_dict are collective
+SHARDING_WRAPPERS = re.compile(r"(^|\.)(FSDP|FullyShardedDataParallel|fully_shard|deepspeed\.initialize)$")
+#: classes whose instances run collectives (``acc = Accelerator(); acc.gather(t)``)
+DIST_OBJECT_CLASSES = re.compile(r"(^|\.)(Accelerator|PartialState|AcceleratorState|Fabric)$")
+#: names whose presence means the file's ``backward()`` all-reduces gradients
+DATA_PARALLEL_NAMES = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
+                                 "deepspeed", "Accelerator", "DistributedOptimizer", "Fabric"})
+
+_RANK_PART = re.compile(r"(^|_)(rank|ordinal|process_index)$")
+_MAIN_FLAG = re.compile(
+    r"^_?(is_)?(local_|global_|world_|node_)?(main|master|primary|chief|leader|zero|rank_?0|rank_?zero|"
+    r"global_zero|local_zero|process_zero|main_process|master_ordinal)(_process|_proc|_rank|_node|_worker|_gpu|"
+    r"_process_zero)?$"
+)
+_MAIN_EXTRA = frozenset({"should_save", "should_log", "is_world_process_zero", "is_local_process_zero"})
+_NOT_RANK = re.compile(r"(world|size|num_|n_|count|ranks$|rank_list|all_ranks|_fn$|_only$)")
+_ENV_RANK = re.compile(r"^(LOCAL_|GLOBAL_|GROUP_|NODE_|SLURM_|OMPI_COMM_WORLD_|PMI_)?(RANK|PROCID|LOCALID|NODEID|"
+                       r"LOCAL_RANK)$")
+#: decorators that run a function on one rank only (lightning, mmcv/basicsr, accelerate)
+RANK_ONLY_DECORATOR = re.compile(r"(rank_zero|master_only|main_process_only|on_main_process|on_local_main_process|"
+                                 r"main_only|rank0_only|only_rank|on_rank|on_master|on_process)")
+
+#: word parts of call names that mean long work on the calling rank
+LONG_PARTS = frozenset({
+    "eval", "evaluate", "evaluation", "evaluator", "validate", "validation", "valid", "test", "predict",
+    "prediction", "predictions", "inference", "infer", "sample", "sampling", "samples", "generate", "generation",
+    "save", "savefig", "checkpoint", "checkpoints", "ckpt", "export", "upload", "push", "benchmark", "visualize",
+    "visualization", "plot", "render",
+})
+#: logging services whose pushes block the calling rank (seed 004)
+LOGGING_RECEIVERS = re.compile(r"(^|\.)(wandb|mlflow|neptune|comet_ml|clearml|aim|swanlab|tracker|trackers|run|"
+                               r"experiment)$")
+LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
+#: an iterable whose name says it walks a data set
+LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|test|samples|iters|steps|prompts)",
+                       re.IGNORECASE)
+_NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args)$")
+_SPLIT = re.compile(r"_|(?<=[a-z])(?=[A-Z])")
+
+
+def dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a chain of names and attributes (calls and subscripts read as ``()`` / ``[]``)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return f"{dotted(node.func)}()"
+    if isinstance(node, ast.Subscript):
+        return f"{dotted(node.value)}[]"
+    return "?"
+
+
+def call_name(call: ast.Call) -> tuple[str, str]:
+    """(receiver, name) of a call: ``dist.barrier()`` -> ``("dist", "barrier")``; ``f()`` -> ``("", "f")``."""
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return dotted(func.value), func.attr
+    if isinstance(func, ast.Name):
+        return "", func.id
+    return "?", ""
+
+
+def _parts(name: str) -> list[str]:
+    return [p.lower() for p in _SPLIT.split(name) if p]
+
+
+def _is_rank_name(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1].lower()
+    return bool(_RANK_PART.search(last)) and not _NOT_RANK.search(last)
+
+
+def _is_main_flag_name(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    return last in _MAIN_EXTRA or bool(_MAIN_FLAG.match(last.lower()))
+
+
+def _const(node: ast.AST) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return -node.operand.value if isinstance(node.operand.value, (int, float)) else None
+    return ...
+
+
+def target_names(target: ast.AST) -> list[str]:
+    """The dotted names an assignment target binds (``a, self.b = ...`` -> ``['a', 'self.b']``)."""
+    if isinstance(target, (ast.Name, ast.Attribute)):
+        return [dotted(target)]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for elt in target.elts for n in target_names(elt)]
+    if isinstance(target, ast.Starred):
+        return target_names(target.value)
+    return []
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where something happens: a line, and a short label such as ``dist.barrier()``."""
+
+    line: int
+    label: str
+    #: for long work: ``"logging"`` when it is a push to a logging service, else ``"work"``
+    kind: str = "work"
+
+
+def walk_local(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` that does not enter nested functions, classes or lambdas."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        for child in ast.iter_child_nodes(n):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                stack.append(child)
+
+
+class SourceFacts:
+    """Facts about one parsed file (see the module docstring). Build with :meth:`parse`."""
+
+    def __init__(self, tree: ast.Module, path: str) -> None:
+        self.tree = tree
+        self.path = path
+        self.functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        self.parents: dict[int, tuple[list[ast.stmt], int, ast.AST]] = {}
+        self.calls_to: dict[str, list[ast.stmt]] = {}
+        self.rank_values: set[str] = set()
+        self.rank_flags: set[str] = set()
+        self.sharded: set[str] = set()
+        #: names holding an Accelerator / PartialState / Fabric: their gather/reduce/broadcast are collective
+        self.dist_objects: set[str] = set()
+        self.modules: dict[str, str] = {}     # local name -> module it stands for
+        self.imported: dict[str, str] = {}    # local name -> "module.name" it was imported as
+        self.argparse_defaults: dict[str, object] = {}
+        self.data_parallel = False
+        self._collective: dict[str, Site | None] = {}
+        self._long: dict[str, Site | None] = {}
+        self._returns_flag: set[str] = set()
+        self._stmt_collective: dict[int, Site | None] = {}
+        self._index()
+
+    @classmethod
+    def parse(cls, text: str, path: str = "<string>") -> SourceFacts:
+        """Parse ``text``; a ``SyntaxError`` propagates (the caller reports it as a bad file)."""
+        return cls(ast.parse(text, filename=path), path)
+
+    # -- indexing ---------------------------------------------------------------------------------------
+    def _index(self) -> None:
+        assigns: list[tuple[list[str], ast.AST]] = []
+        self._index_block(self.tree.body, self.tree)
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    self.modules[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    self.imported[a.asname or a.name] = full
+                    self.modules[a.asname or a.name] = full
+            elif isinstance(node, ast.Assign):
+                assigns.append(([t for tgt in node.targets for t in target_names(tgt)], node.value))
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+                assigns.append((target_names(node.target), node.value))
+            elif isinstance(node, ast.Call):
+                self._index_call(node)
+            elif isinstance(node, (ast.Name, ast.Attribute)):
+                name = node.id if isinstance(node, ast.Name) else node.attr
+                if name in DATA_PARALLEL_NAMES:
+                    self.data_parallel = True
+        if any(m.startswith(("deepspeed", "accelerate", "horovod", "lightning", "pytorch_lightning"))
+               or m.rsplit(".", 1)[-1] in DATA_PARALLEL_NAMES for m in self.modules.values()):
+            self.data_parallel = True
+        # values follow plain assignments: two passes reach ``a = rank; b = a == 0``
+        for _ in range(3):
+            for names, value in assigns:
+                if not names:
+                    continue
+                if self.is_rank_value(value):
+                    self.rank_values.update(n for n in names if not _NOT_RANK.search(n.rsplit(".", 1)[-1].lower()))
+                elif self.is_rank_condition(value):
+                    self.rank_flags.update(names)
+        for names, value in assigns:
+            if isinstance(value, ast.Call) and SHARDING_WRAPPERS.search(dotted(value.func)):
+                self.sharded.update(names)
+            if isinstance(value, ast.Call) and DIST_OBJECT_CLASSES.search(dotted(value.func)):
+                self.dist_objects.update(names)
+        for name, defs in self.functions.items():
+            for fn in defs:
+                for node in walk_local(fn):
+                    if isinstance(node, ast.Return) and node.value is not None and self.is_rank_condition(node.value):
+                        self._returns_flag.add(name)
+
+    def _index_block(self, block: list[ast.stmt], owner: ast.AST) -> None:
+        for i, stmt in enumerate(block):
+            self.parents[id(stmt)] = (block, i, owner)
+            for field in ("body", "orelse", "finalbody"):
+                sub = getattr(stmt, field, None)
+                if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                    self._index_block(sub, stmt)
+            for handler in getattr(stmt, "handlers", []) or []:
+                self.parents[id(handler)] = (block, i, stmt)
+                self._index_block(handler.body, stmt)
+            if isinstance(stmt, ast.Match):
+                for case in stmt.cases:
+                    self._index_block(case.body, stmt)
+            for node in ast.iter_child_nodes(stmt):
+                if isinstance(node, ast.Call) or isinstance(node, ast.expr):
+                    for sub_node in ast.walk(node):
+                        if isinstance(sub_node, ast.Call):
+                            _recv, name = call_name(sub_node)
+                            if name:
+                                self.calls_to.setdefault(name, []).append(stmt)
+
+    def _index_call(self, call: ast.Call) -> None:
+        _recv, name = call_name(call)
+        if name == "add_argument" and call.args:
+            dest = None
+            for a in call.args:
+                if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                    if a.value.startswith("--"):
+                        dest = a.value[2:].replace("-", "_")
+                        break
+                    if not a.value.startswith("-") and dest is None:
+                        dest = a.value
+            for kw in call.keywords:
+                if kw.arg == "dest" and isinstance(kw.value, ast.Constant):
+                    dest = str(kw.value.value)
+            for kw in call.keywords:
+                if kw.arg == "default" and dest:
+                    self.argparse_defaults[dest] = kw.value
+
+    # -- ranks ------------------------------------------------------------------------------------------
+    def resolves_to_dist(self, receiver: str) -> bool:
+        """Is ``receiver`` (a dotted name) ``torch.distributed`` or a distributed helper object?"""
+        if not receiver:
+            return False
+        head = receiver.split(".", 1)[0]
+        module = self.modules.get(head, head)
+        full = module + receiver[len(head):]
+        return full.startswith("torch.distributed") or bool(DIST_RECEIVERS.search(receiver)) \
+            or receiver in self.dist_objects \
+            or full.startswith(("horovod", "deepspeed.comm", "accelerate"))
+
+    def is_rank_value(self, node: ast.AST) -> bool:
+        """Does this expression hold a value that differs per rank (a rank, a rank-derived number)?"""
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = dotted(node)
+            return name in self.rank_values or _is_rank_name(name)
+        if isinstance(node, ast.Call):
+            recv, name = call_name(node)
+            if name in ("int", "str", "float") and node.args:
+                return self.is_rank_value(node.args[0])
+            if name in ("get", "getenv") and node.args:
+                key = _const(node.args[0])
+                return isinstance(key, str) and bool(_ENV_RANK.match(key))
+            return _is_rank_name(name) or name in ("get_rank", "get_local_rank", "get_global_rank", "get_ordinal",
+                                                   "get_node_rank", "local_process_index")
+        if isinstance(node, ast.Subscript):
+            key = _const(node.slice)
+            return isinstance(key, str) and bool(_ENV_RANK.match(key)) and "environ" in dotted(node.value)
+        if isinstance(node, ast.BinOp):
+            return self.is_rank_value(node.left) or self.is_rank_value(node.right)
+        return False
+
+    def is_rank_condition(self, node: ast.AST) -> bool:
+        """Is this expression true on some ranks only? (see the module docstring)"""
+        if isinstance(node, ast.BoolOp):
+            return any(self.is_rank_condition(v) for v in node.values)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return self.is_rank_condition(node.operand)
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if not any(self.is_rank_value(s) or self.is_rank_condition(s) for s in sides):
+                return False
+            consts = []
+            for s in sides:
+                c = _const(s)
+                if isinstance(s, (ast.List, ast.Tuple, ast.Set)):
+                    consts.extend(_const(e) for e in s.elts)
+                elif c is not ...:
+                    consts.append(c)
+            # "is this a distributed run": the same answer on every rank
+            return not (consts and all(c in (-1, None) for c in consts))
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = dotted(node)
+            return name in self.rank_flags or _is_main_flag_name(name) or \
+                (name in self.rank_values and isinstance(node, ast.Name))
+        if isinstance(node, ast.Call):
+            _recv, name = call_name(node)
+            return name in self._returns_flag or _is_main_flag_name(name)
+        return False
+
+    # -- collectives ------------------------------------------------------------------------------------
+    def collective_of(self, call: ast.Call, *, include_backward: bool = True) -> Site | None:
+        """The collective this call implies, if any (directly or through a function of this file)."""
+        recv, name = call_name(call)
+        if not name:
+            return None
+        label = f"{recv}.{name}()" if recv else f"{name}()"
+        line = call.lineno
+        full = self.imported.get(name, "") if not recv else ""
+        if recv in ("self", "cls", "") and name in self.functions and not full:
+            inner = self.function_collective(name, include_backward=include_backward)
+            if inner is not None:
+                return Site(line, f"{label} (which reaches {inner.label} at line {inner.line})")
+            return None
+        if name in DIST_COLLECTIVES and (self.resolves_to_dist(recv) or full.startswith("torch.distributed")):
+            return Site(line, label)
+        if name in UNAMBIGUOUS_METHODS and (recv or full):
+            return Site(line, label)
+        if name in UNAMBIGUOUS_METHODS and not recv and name in self.imported:
+            return Site(line, label)
+        if recv and name in AMBIGUOUS_METHODS:
+            low = recv.lower()
+            if name in ("save_checkpoint", "load_checkpoint"):
+                if "engine" in low or recv in self.sharded or ("deepspeed" in self.modules and "model" in low):
+                    return Site(line, label)
+            elif name in ("save_state", "get_state_dict"):
+                if "accelerator" in low:
+                    return Site(line, label)
+            elif name == "save_model":
+                if "trainer" in low:
+                    return Site(line, label)
+            elif name == "synchronize":
+                if low.endswith("comm"):
+                    return Site(line, label)
+            elif self.resolves_to_dist(recv):
+                return Site(line, label)
+        if name in DCP_CALLS or (name in ("save", "load") and (
+                "checkpoint" in recv.lower() and self.resolves_to_dist(recv) or recv in ("dcp",))):
+            if name in DCP_CALLS or recv:
+                return Site(line, label)
+        if full and not recv:
+            module = full.rsplit(".", 1)[0]
+            if module.startswith("torch.distributed") and (name in DIST_COLLECTIVES or name in DCP_CALLS):
+                return Site(line, label)
+            if module.startswith("torch.distributed.checkpoint") and name in ("save", "load", "async_save"):
+                return Site(line, f"{label} (torch.distributed.checkpoint)")
+            if HELPER_NAME.search(name) and not module.startswith(("torch.nn", "numpy", "functools")):
+                return Site(line, label)
+        if recv and self.sharded:
+            base = recv.split(".")[-1] if recv.startswith("self.") else recv
+            target = recv if recv in self.sharded else (f"self.{base}" if f"self.{base}" in self.sharded else "")
+            if target and name in ("generate", "forward", "backward", "state_dict", "step"):
+                return Site(line, f"{label} (sharded model)")
+        if not recv and name in self.sharded:
+            return Site(line, f"{label} (sharded model forward)")
+        if name in ("compute", "sync") and "metric" in recv.lower() and \
+                any(m.startswith("torchmetrics") for m in self.modules.values()):
+            return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
+        if include_backward and name == "backward" and self.data_parallel:
+            return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
+        return None
+
+    def function_collective(self, name: str, *, include_backward: bool = True) -> Site | None:
+        """The first collective a function of this file reaches (through its own calls), or None.
+
+        ``include_backward=False`` leaves out DDP's implicit all-reduce in ``backward()``: a shared
+        ``train(model, loader, optimizer=None)`` that rank 0 reuses for validation calls ``backward``
+        only on a path this reading cannot tell apart."""
+        key = f"{name}|{include_backward}"
+        if key in self._collective:
+            return self._collective[key]
+        self._collective[key] = None  # recursion guard: a cycle adds nothing
+        found: Site | None = None
+        for fn in self.functions.get(name, []):
+            if self.rank_only_function(fn):
+                continue
+            for node in walk_local(fn):
+                if isinstance(node, ast.Call) and node is not fn:
+                    recv, callee = call_name(node)
+                    if recv in ("self", "cls", "") and callee in self.functions and callee not in self.imported:
+                        # the innermost collective, for the message
+                        site = self.function_collective(callee, include_backward=include_backward)
+                    else:
+                        site = self.collective_of(node, include_backward=include_backward)
+                    if site is not None:
+                        found = site
+                        break
+            if found:
+                break
+        self._collective[key] = found
+        return found
+
+    def first_collective(self, stmts: list[ast.stmt] | ast.AST) -> Site | None:
+        """The first collective (in source order) in a statement or a list of them."""
+        items = stmts if isinstance(stmts, list) else [stmts]
+        for stmt in items:
+            key = id(stmt)
+            if key not in self._stmt_collective:
+                best: Site | None = None
+                for node in walk_local(stmt):
+                    if isinstance(node, ast.Call):
+                        site = self.collective_of(node)
+                        if site is not None and (best is None or site.line < best.line):
+                            best = site
+                self._stmt_collective[key] = best
+            if self._stmt_collective[key] is not None:
+                return self._stmt_collective[key]
+        return None
+
+    def rank_only_function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """Decorated to run on one rank only (``@rank_zero_only``, ``@master_only``, ...)."""
+        return any(RANK_ONLY_DECORATOR.search(dotted(d.func if isinstance(d, ast.Call) else d))
+                   for d in fn.decorator_list)
+
+    # -- long work --------------------------------------------------------------------------------------
+    def long_work_of(self, node: ast.AST) -> Site | None:
+        """Long work this call or loop does on the calling rank, if any."""
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            text = ast.unparse(node.iter)
+            if LOOP_DATA.search(text):
+                return Site(node.lineno, f"a loop over {text[:40]}")
+            return None
+        if not isinstance(node, ast.Call):
+            return None
+        recv, name = call_name(node)
+        if not name:
+            return None
+        label = f"{recv}.{name}()" if recv else f"{name}()"
+        if recv and LOGGING_RECEIVERS.search(recv) and LOGGING_METHODS.match(name):
+            return Site(node.lineno, label, "logging")
+        if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
+            inner = self.function_long_work(name)
+            if inner is not None:
+                extra = "" if inner.label == label else f" (which runs {inner.label} at line {inner.line})"
+                return Site(node.lineno, f"{label}{extra}", inner.kind)
+            return None
+        if name.startswith(("is_", "has_", "get_", "set_", "should_")) or _NOT_LONG_RECEIVER.search(recv or "-") \
+                or (name in ("eval", "train") and recv and not node.args):   # model.eval(): a mode switch
+            return None
+        if LONG_PARTS.intersection(_parts(name)):
+            return Site(node.lineno, label)
+        return None
+
+    def function_long_work(self, name: str) -> Site | None:
+        """The first long work a function of this file does (its name may say it: ``evaluate``)."""
+        if name in self._long:
+            return self._long[name]
+        self._long[name] = None
+        found: Site | None = None
+        for fn in self.functions.get(name, []):
+            if LONG_PARTS.intersection(_parts(name)):
+                found = Site(fn.lineno, f"{name}()")
+                break
+            for node in walk_local(fn):
+                if node is fn:
+                    continue
+                site = self.long_work_of(node)
+                if site is not None:
+                    found = site
+                    break
+            if found:
+                break
+        self._long[name] = found
+        return found
+
+    def first_long_work(self, stmts: list[ast.stmt]) -> Site | None:
+        best: Site | None = None
+        for stmt in stmts:
+            for node in walk_local(stmt):
+                site = self.long_work_of(node)
+                if site is not None and (best is None or site.line < best.line):
+                    best = site
+            if best is not None:
+                return best
+        return best
+
+    # -- program order ----------------------------------------------------------------------------------
+    def next_collective_after(self, stmt: ast.AST, *, depth: int = 1) -> Site | None:
+        """The first collective every rank reaches after ``stmt``: later statements, the next pass of an
+        enclosing loop, and (``depth`` levels) what follows the calls of the enclosing function."""
+        node = stmt
+        while id(node) in self.parents:
+            block, i, owner = self.parents[id(node)]
+            site = self.first_collective(block[i + 1:])
+            if site is not None:
+                return site
+            if isinstance(owner, (ast.For, ast.AsyncFor, ast.While)) and block is owner.body:
+                site = self.first_collective(block[:i])
+                if site is not None:
+                    return site
+            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if depth <= 0:
+                    return None
+                for caller in self.calls_to.get(owner.name, []):
+                    site = self.next_collective_after(caller, depth=depth - 1)
+                    if site is not None:
+                        return site
+                return None
+            if isinstance(owner, ast.Module):
+                return None
+            node = owner
+        return None
+
+    def enclosing_function(self, stmt: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        node = stmt
+        while id(node) in self.parents:
+            _block, _i, owner = self.parents[id(node)]
+            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return owner
+            node = owner
+        return None
+
+    # -- constants --------------------------------------------------------------------------------------
+    def seconds(self, node: ast.AST, _depth: int = 0) -> float | None:
+        """The number of seconds an expression evaluates to, when it can be read from the file."""
+        if _depth > 5:
+            return None
+        c = _const(node)
+        if isinstance(c, (int, float)) and not isinstance(c, bool):
+            return float(c)
+        if isinstance(c, str):
+            try:
+                return float(c.replace("_", ""))
+            except ValueError:
+                return None
+        if isinstance(node, ast.BinOp):
+            a, b = self.seconds(node.left, _depth + 1), self.seconds(node.right, _depth + 1)
+            if a is None or b is None:
+                return None
+            ops = {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
+            if isinstance(node.op, (ast.Div, ast.FloorDiv)):
+                return a / b if b else None
+            return ops.get(type(node.op))
+        if isinstance(node, ast.Call):
+            recv, name = call_name(node)
+            if name == "timedelta":
+                units = {"days": 86400, "seconds": 1, "microseconds": 1e-6, "milliseconds": 1e-3, "minutes": 60,
+                         "hours": 3600, "weeks": 604800}
+                total = 0.0
+                for value, unit in zip(node.args, ("days", "seconds", "microseconds"), strict=False):
+                    v = self.seconds(value, _depth + 1)
+                    if v is None:
+                        return None
+                    total += v * units[unit]
+                for kw in node.keywords:
+                    v = self.seconds(kw.value, _depth + 1)
+                    if v is None or kw.arg not in units:
+                        return None
+                    total += v * units[kw.arg]
+                return total
+            if name in ("int", "float") and node.args:
+                return self.seconds(node.args[0], _depth + 1)
+            if name == "total_seconds" and isinstance(node.func, ast.Attribute):
+                return self.seconds(node.func.value, _depth + 1)
+            if name in ("get", "getenv") and len(node.args) == 2:
+                return self.seconds(node.args[1], _depth + 1)
+            return None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.attr in self.argparse_defaults and node.value.id in ("args", "opt", "opts", "cfg", "config", "hparams"):
+            return self.seconds(self.argparse_defaults[node.attr], _depth + 1)
+        if isinstance(node, ast.Name):
+            values = [n.value for n in ast.walk(self.tree) if isinstance(n, ast.Assign)
+                      and any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]
+            if len(values) == 1:
+                return self.seconds(values[0], _depth + 1)
+        return None

@@ -1,0 +1,167 @@
+"""The lint's real-code corpus: rebuild the files from their repositories, and measure recall and false reports.
+
+``corpus.json`` (next to this file) lists every case: where the file comes from (repository, path,
+commit, or an issue's own code), the URL that confirms the hang, and the findings expected at which
+lines. The third-party files themselves are not kept in this repository; they live in a cache
+folder (``$NCCL_WORKBOOK_LINT_CORPUS``, default ``~/.cache/nccl-workbook/lint-corpus``), checked
+against the sha256 recorded for each.
+
+Usage::
+
+    python tests/data/lint/corpus.py build --mirrors DIR   # git show COMMIT:PATH from DIR/owner+name/repo
+    python tests/data/lint/corpus.py build --clone         # or clone each repository (needs network)
+    python tests/data/lint/corpus.py measure               # recall per rule, false reports per clean script
+    python tests/data/lint/corpus.py sources               # the case table of SOURCES.md
+
+``build`` cannot fetch the cases whose source is an issue's text or an excerpt: it names them, with
+the URL to copy them from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parents[2]) not in sys.path:  # this checkout's package, whatever is installed
+    sys.path.insert(0, str(HERE.parents[2]))
+MANIFEST = HERE / "corpus.json"
+RULES = ("collective-in-rank-branch", "rank0-long-work-before-collective", "uneven-collective-count",
+         "exception-on-one-rank", "noop-timeout-setting", "dataloader-timeout-ge-pg-timeout")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("NCCL_WORKBOOK_LINT_CORPUS", "~/.cache/nccl-workbook/lint-corpus")).expanduser()
+
+
+def load_cases() -> list[dict]:
+    return json.loads(MANIFEST.read_text())["cases"]
+
+
+def available(case: dict, cache: Path | None = None) -> Path | None:
+    """The cached file of a case when it is there and matches its sha256, else None."""
+    p = (cache or cache_dir()) / case["file"]
+    if not p.is_file() or hashlib.sha256(p.read_bytes()).hexdigest() != case["sha256"]:
+        return None
+    return p
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: dict
+    found: list[tuple[str, int]]
+    missing: list[tuple[str, int]]
+    unexpected: list[tuple[str, int]]
+
+
+def evaluate(case: dict, path: Path) -> Outcome:
+    from nccl_workbook.lint import lint_source
+
+    found = [(f.rule.value, f.line) for f in lint_source(path.read_text(errors="replace"), str(path))]
+    wanted = [tuple(x) for x in case["expect"]]
+    allowed = set(wanted) | {tuple(x) for x in case["also"]}
+    return Outcome(case, found, [w for w in wanted if w not in found], [f for f in found if f not in allowed])
+
+
+def measure(cache: Path | None = None) -> str:
+    rows = {r: [0, 0] for r in RULES}
+    clean_files = clean_false = famous = 0
+    held = [0, 0, 0]   # held-out clean files, their false reports, their real-hazard findings
+    lines = []
+    for case in load_cases():
+        p = available(case, cache)
+        if p is None:
+            lines.append(f"  (not in cache) {case['file']}")
+            continue
+        out = evaluate(case, p)
+        if case["rule"]:
+            for rule, line in case["expect"]:
+                rows[rule][0] += 1
+                rows[rule][1] += (rule, line) not in out.missing
+        else:
+            clean_files += 1
+            clean_false += len(out.unexpected)
+            famous += len(case["expect"])
+            if case.get("held_out"):
+                held[0] += 1
+                held[1] += len(out.unexpected)
+                held[2] += len(case["expect"])
+        if out.missing or out.unexpected:
+            lines.append(f"  {case['file']}: missing {out.missing} unexpected {out.unexpected}")
+    table = ["rule                                 found / cases"]
+    table += [f"{r:<36} {f:>5} / {n}" for r, (n, f) in rows.items()]
+    table.append(f"clean scripts: {clean_files}, false reports: {clean_false} "
+                 f"({clean_false / max(clean_files, 1):.2f} per script), real hazards found in them: {famous}")
+    table.append(f"  of which held out (linted once, never tuned on): {held[0]}, false reports: {held[1]}, "
+                 f"real hazards found: {held[2]}")
+    return "\n".join(table + lines)
+
+
+def build(mirrors: Path | None, clone: bool) -> int:
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    missing = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in load_cases():
+            if available(case, cache):
+                continue
+            if case["source"] != "repository":
+                print(f"copy by hand: {case['file']} ({case['source']}: {case['confirms']})")
+                missing += 1
+                continue
+            if mirrors is not None:
+                git_dir = mirrors / case["repo"].replace("/", "+") / "repo"
+            else:
+                git_dir = Path(tmp) / case["repo"].replace("/", "+")
+                if clone and not git_dir.exists():
+                    subprocess.run(["git", "clone", "--bare", "--filter=blob:none", "-q",
+                                    f"https://github.com/{case['repo']}.git", str(git_dir)], check=False)
+            result = subprocess.run(["git", "-C", str(git_dir), "show", f"{case['commit']}:{case['path']}"],
+                                    capture_output=True)
+            if result.returncode != 0:
+                print(f"cannot read {case['repo']}@{case['commit'][:10]}:{case['path']}", file=sys.stderr)
+                missing += 1
+                continue
+            (cache / case["file"]).write_bytes(result.stdout)
+            if not available(case, cache):
+                print(f"sha256 differs: {case['file']}", file=sys.stderr)
+                missing += 1
+    print(f"cache: {cache} ({missing} missing)")
+    return 1 if missing else 0
+
+
+def sources_table() -> str:
+    """The case table of SOURCES.md, from the manifest."""
+    rows = ["| file | rule | source | expected | confirms | note |", "|---|---|---|---|---|---|"]
+    for c in load_cases():
+        src = f"{c['repo']} `{c['path']}` @ {c['commit'][:10]}" if c["source"] == "repository" else c["source"]
+        exp = ", ".join(f"{r}:{line}" for r, line in c["expect"]) or "none"
+        rows.append(f"| `{c['file']}` | {c['rule'] or 'clean'} | {src} | {exp} | {c['confirms'] or '-'} | "
+                    f"{c['note'].replace('|', '/')} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("--mirrors", type=Path, default=None, help="folder of bare clones named owner+name/repo")
+    b.add_argument("--clone", action="store_true", help="clone each repository from GitHub")
+    sub.add_parser("measure")
+    sub.add_parser("sources", help="print the case table of SOURCES.md")
+    args = p.parse_args(argv)
+    if args.cmd == "build":
+        return build(args.mirrors, args.clone)
+    print(measure() if args.cmd == "measure" else sources_table())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""The lint on small synthetic scripts, one idiom each (the real-code corpus is in test_lint_corpus.py)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from nccl_workbook.cli import main
+from nccl_workbook.lint import Rule, lint_paths, lint_source
+from nccl_workbook.scenarios import SCENARIOS
+
+
+def found(src: str) -> list[tuple[int, str]]:
+    return [(f.line, f.rule.value) for f in lint_source(textwrap.dedent(src).lstrip("\n"))]
+
+
+HEAD = "import torch\nimport torch.distributed as dist\n"
+
+
+@pytest.mark.parametrize("src, line", [
+    (HEAD + "if dist.get_rank() == 0:\n    dist.barrier()\n", 4),
+    (HEAD + "rank = dist.get_rank()\nis_main = rank == 0\nif is_main:\n    dist.all_reduce(t)\n", 6),
+    ("from torch.distributed import barrier, get_rank\nif get_rank() == 0:\n    barrier()\n", 3),
+    ("import torch\nif torch.distributed.get_rank() == 0:\n    torch.distributed.broadcast(t, 0)\n", 3),
+    (HEAD + "def f(args):\n    if args.local_rank in [-1, 0]:\n        dist.barrier()\n", 5),
+    ("from accelerate import Accelerator\naccelerator = Accelerator()\nif accelerator.is_main_process:\n"
+     "    accelerator.save_state('out')\n", 4),
+    (HEAD + "def on_end(trainer):\n    if trainer.is_global_zero:\n        trainer.strategy.barrier()\n", 5),
+    (HEAD + "import os\nif int(os.environ['LOCAL_RANK']) == 0:\n    dist.all_gather(out, t)\n", 5),
+    (HEAD + "def save(m):\n    torch.save(m.state_dict(), 'x')\n    dist.barrier()\n"
+     "def main(rank):\n    if rank == 0:\n        save(model)\n", 8),
+    (HEAD + "def finish(is_main):\n    if not is_main:\n        return\n    dist.barrier()\n", 6),
+    (HEAD + "import deepspeed\nengine, *_ = deepspeed.initialize(model=m)\nif dist.get_rank() == 0:\n"
+     "    engine.save_checkpoint('ckpt')\n", 6),
+    (HEAD + "x = dist.all_reduce(t) if dist.get_rank() == 0 else None\n", 3),
+    (HEAD + "class T:\n    def save(self):\n        dist.barrier()\n    def fit(self):\n"
+     "        if self.rank == 0:\n            self.save()\n", 8),
+])
+def test_collective_in_rank_branch(src: str, line: int) -> None:
+    assert (line, "collective-in-rank-branch") in found(src)
+
+
+@pytest.mark.parametrize("src", [
+    HEAD + "if dist.get_rank() == 0:\n    dist.send(t, 1)\nelse:\n    dist.recv(t, 0)\n",
+    HEAD + "if dist.get_rank() == 0:\n    dist.broadcast(a, 0)\nelse:\n    dist.broadcast(b, 0)\n",
+    HEAD + "if args.local_rank != -1:\n    dist.barrier()\n",
+    HEAD + "if dist.get_world_size() > 1:\n    dist.barrier()\n",
+    HEAD + "import functools\nif dist.get_rank() == 0:\n    functools.reduce(f, xs)\n    torch.gather(x, 0, i)\n",
+    HEAD + "if dist.is_initialized():\n    dist.barrier()\n",
+    HEAD + "device = f'cuda:{local_rank}'\nif device == 'cuda:0':\n    pass\nfor x in loader:\n    dist.all_reduce(x)\n",
+])
+def test_not_rank_only(src: str) -> None:
+    assert found(src) == []
+
+
+def test_rank0_long_work_before_ddp_backward_nanogpt_style() -> None:
+    src = """
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    master_process = ddp_rank == 0
+    model = DDP(model)
+    def estimate_loss():
+        for k in range(eval_iters):
+            model(x)
+    while True:
+        if iter_num % eval_interval == 0 and master_process:
+            losses = estimate_loss()
+            torch.save(ckpt, 'ckpt.pt')
+        loss = model(x)
+        loss.backward()
+    """
+    assert found(src) == [(10, "rank0-long-work-before-collective")]
+
+
+def test_rank0_work_then_barrier_and_logging_scenario() -> None:
+    src = HEAD + "import wandb\nfor step in range(10):\n    if rank == 0:\n        wandb.log({'a': 1})\n    dist.all_reduce(t)\n"
+    (f,) = lint_source(src)
+    assert (f.line, f.rule) == (6, Rule.RANK0_LONG_WORK)
+    assert f.notebook == SCENARIOS["slow-metrics-on-rank0"].notebook
+    src = HEAD + "if rank == 0:\n    evaluate(model)\n    torch.save(model, 'm.pt')\ndist.barrier()\n"
+    (f,) = lint_source(src)
+    assert (f.line, f.rule, f.notebook) == (4, Rule.RANK0_LONG_WORK, SCENARIOS["rank0-work-before-barrier"].notebook)
+
+
+def test_rank_only_decorator_and_guard_through_callers() -> None:
+    src = HEAD + ("from lightning.pytorch.utilities import rank_zero_only\n@rank_zero_only\ndef dump(m):\n"
+                  "    torch.save(m, 'm.pt')\nfor b in loader:\n    dump(model)\n    dist.all_reduce(b)\n")
+    assert found(src) == [(6, "rank0-long-work-before-collective")]
+    src = HEAD + ("def evaluate(m):\n    if not is_main:\n        return\n    for b in val_loader:\n        m(b)\n"
+                  "for epoch in range(3):\n    evaluate(model)\n    dist.barrier()\n")
+    assert found(src) == [(6, "rank0-long-work-before-collective")]
+
+
+def test_uneven_loops_and_early_exits() -> None:
+    src = HEAD + ("from torch.utils.data import DataLoader, Subset\nshard = Subset(ds, range(rank, len(ds), world))\n"
+                  "loader = DataLoader(shard, batch_size=8)\nfor b in loader:\n    dist.all_gather(out, b)\n")
+    assert found(src) == [(7, "uneven-collective-count")]
+    src = HEAD + "for b in loader:\n    if torch.isnan(loss):\n        continue\n    loss.backward()\n    dist.all_reduce(g)\n"
+    assert found(src) == [(5, "uneven-collective-count")]
+    src = HEAD + "for b in loader:\n    if rank == 0 and b is None:\n        break\n    dist.all_reduce(b)\n"
+    assert found(src) == [(5, "uneven-collective-count")]
+    src = HEAD + "def agg(local_metrics):\n    if not local_metrics:\n        return {}\n    dist.all_gather_object(o, local_metrics)\n"
+    assert found(src) == [(5, "uneven-collective-count")]
+    even = HEAD + ("from torch.utils.data import DataLoader, DistributedSampler\n"
+                   "loader = DataLoader(ds, sampler=DistributedSampler(ds, rank=rank))\nfor b in loader:\n    dist.all_reduce(b)\n")
+    assert found(even) == []
+
+
+def test_exception_on_one_rank() -> None:
+    src = HEAD + ("from torch.nn.parallel import DistributedDataParallel as DDP\nfor b in loader:\n    try:\n"
+                  "        loss = model(b)\n        loss.backward()\n    except RuntimeError as e:\n"
+                  "        if 'out of memory' not in str(e):\n            raise\n        torch.cuda.empty_cache()\n")
+    assert found(src) == [(8, "exception-on-one-rank")]
+    reraised = HEAD + "try:\n    dist.all_reduce(t)\nexcept Exception:\n    log.exception('x')\n    raise\n"
+    told = HEAD + "try:\n    dist.all_reduce(t)\nexcept Exception:\n    dist.all_reduce(failed)\n"
+    unrelated = HEAD + "try:\n    b = next(it)\nexcept StopIteration:\n    pass\n"
+    assert found(reraised) == found(told) == found(unrelated) == []
+
+
+def test_noop_settings_share_the_doctors_tables() -> None:
+    src = ("import os, datetime\nimport torch\nos.environ['NCCL_TIMEOUT'] = '3600'\n"
+           "os.environ['NCCL_ASYNC_ERROR_HANDLING'] = '1'\n"
+           "torch.distributed.constants._DEFAULT_PG_TIMEOUT = datetime.timedelta(hours=2)\n"
+           "torch.distributed.distributed_c10d.default_pg_timeout = datetime.timedelta(hours=2)\n"
+           "os.environ.setdefault('NCCL_TIMEOUT', '1')\nenv = dict(os.environ, NCCL_BLOCKING_WAIT='1')\n"
+           "os.environ['NCCL_TIMEOUT_MINUTES'] = '30'\n")
+    assert found(src) == [(3, "noop-timeout-setting"), (4, "noop-timeout-setting"), (5, "noop-timeout-setting"),
+                          (7, "noop-timeout-setting"), (8, "noop-timeout-setting")]
+
+
+def test_dataloader_timeout_against_group_timeout() -> None:
+    base = "import torch.distributed as dist\nfrom datetime import timedelta\nfrom torch.utils.data import DataLoader\n"
+    assert found(base + "dl = DataLoader(ds, num_workers=4, timeout=600)\n") == [(4, "dataloader-timeout-ge-pg-timeout")]
+    assert found(base + "dist.init_process_group('nccl', timeout=timedelta(minutes=60))\n"
+                 "dl = DataLoader(ds, num_workers=4, timeout=600)\n") == []
+    assert found(base + "dist.init_process_group('nccl', timeout=timedelta(seconds=1800))\n"
+                 "dl = DataLoader(ds, num_workers=4, timeout=args.t)\n"
+                 "parser.add_argument('--t', type=int, default=1800)\n") == [(5, "dataloader-timeout-ge-pg-timeout")]
+
+
+def test_cli_exit_codes_json_and_bad_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clean = tmp_path / "clean.py"
+    clean.write_text("print('hi')\n")
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(:\n")
+    hazard = tmp_path / "pkg" / "train.py"
+    hazard.parent.mkdir()
+    hazard.write_text(HEAD + "if dist.get_rank() == 0:\n    dist.barrier()\n")
+    assert main(["lint", str(clean)]) == 0
+    assert main(["lint", str(tmp_path / "pkg")]) == 1
+    capsys.readouterr()
+    assert main(["lint", str(tmp_path), str(tmp_path / "missing.py"), "--json"]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert [f["rule"] for f in out["findings"]] == ["collective-in-rank-branch"]
+    assert set(out["findings"][0]) == {"path", "line", "rule", "message", "fix", "notebook"}
+    assert sorted(e["path"] for e in out["errors"]) == sorted([str(bad), str(tmp_path / "missing.py")])
+    assert out["findings"][0]["notebook"] == SCENARIOS["collective-mismatch"].notebook
+
+
+def test_every_rule_has_a_registered_scenario_and_a_fix() -> None:
+    from nccl_workbook.lint import RULES
+
+    assert {r.value for r in RULES} == {r.value for r in Rule}
+    for info in RULES.values():
+        assert info.scenario in SCENARIOS
+        assert "nccl_workbook.fixes." in info.fix
+
+
+def test_two_thousand_lines_in_under_a_second() -> None:
+    block = (HEAD + "def step_{i}(model, loader, rank):\n    for b in loader:\n        loss = model(b)\n"
+             "        loss.backward()\n        if rank == 0:\n            torch.save(model, 'x')\n"
+             "        dist.all_reduce(loss)\n    return loss\n")
+    src = "".join(block.format(i=i) for i in range(200))
+    assert src.count("\n") >= 2000
+    t0 = time.perf_counter()
+    lint_source(src)
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_demo_script_shipped_with_the_package() -> None:
+    from nccl_workbook.lint import DEMO_SCRIPT
+
+    report = lint_paths([DEMO_SCRIPT])
+    assert set(report.rules()) == {r.value for r in Rule}
+
+
+def test_collective_under_a_test_of_local_data() -> None:
+    src = ("import torchmetrics\nclass M:\n    def epoch_end(self):\n        if len(self.iou_metric.labels) > 0:\n"
+           "            out = self.iou_metric.compute()\n        return self.pr_metric.compute()\n")
+    assert found(src) == [(5, "uneven-collective-count")]
+    agreed = HEAD + "best = None\nif best is None or best > ppl:\n    dist.barrier()\n"
+    assert found(agreed) == []
+
+
+def test_a_variable_the_script_reads_back_is_not_a_noop() -> None:
+    src = ("import os, datetime\nimport torch.distributed as dist\nos.environ['NCCL_TIMEOUT'] = '3600'\n"
+           "dist.init_process_group('nccl', timeout=datetime.timedelta(seconds=int(os.environ['NCCL_TIMEOUT'])))\n")
+    assert found(src) == []
+
+
+@pytest.mark.parametrize("src, line", [
+    ("import torch.distributed as dist\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+     "model = FSDP(net)\nif dist.get_rank() == 0:\n    sd = model.state_dict()\n", 5),
+    ("import torch.distributed as dist\nimport torch.distributed.checkpoint as dcp\nif dist.get_rank() == 0:\n"
+     "    dcp.save(state, checkpoint_id='ckpt')\n", 4),
+    ("import torch.distributed as dist\nfrom torch.distributed.checkpoint import save\nif dist.get_rank() == 0:\n"
+     "    save(state, checkpoint_id='ckpt')\n", 4),
+    ("from accelerate import Accelerator\nacc = Accelerator()\nif acc.is_main_process:\n    x = acc.gather(t)\n", 4),
+    ("class Trainer:\n    def step(self):\n        if self.accelerator.is_main_process:\n"
+     "            self.accelerator.reduce(t)\n", 4),
+    ("import deepspeed\nimport torch.distributed as dist\nmodel, opt, _, _ = deepspeed.initialize(model=m)\n"
+     "if dist.get_rank() == 0:\n    out = model.generate(ids)\n", 5),
+])
+def test_implied_collectives(src: str, line: int) -> None:
+    assert (line, "collective-in-rank-branch") in found(src)

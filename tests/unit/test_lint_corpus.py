@@ -1,0 +1,53 @@
+"""The lint on public training scripts with confirmed hangs, and on well-known correct ones.
+
+The cases, their sources and the expected findings are in ``tests/data/lint/corpus.json`` (see
+``tests/data/lint/SOURCES.md``). The third-party files are not in this repository: a case runs when
+its file is in the corpus cache with the recorded sha256 (``python tests/data/lint/corpus.py build``),
+and is skipped otherwise. The manifest itself is always checked.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from nccl_workbook.lint import Rule
+
+_spec = importlib.util.spec_from_file_location(
+    "lint_corpus", Path(__file__).resolve().parents[1] / "data" / "lint" / "corpus.py")
+corpus = importlib.util.module_from_spec(_spec)
+sys.modules["lint_corpus"] = corpus  # dataclasses look their module up there
+assert _spec.loader is not None
+_spec.loader.exec_module(corpus)
+
+CASES = corpus.load_cases()
+
+
+def test_manifest_names_sources_and_known_rules() -> None:
+    rules = {r.value for r in Rule}
+    assert set(corpus.RULES) == rules
+    for case in CASES:
+        assert case["file"].endswith(".py") and len(case["sha256"]) == 64, case["file"]
+        assert case["source"] in ("repository", "issue-snippet", "excerpt"), case["file"]
+        if case["source"] == "repository":
+            assert case["repo"].count("/") == 1 and len(case["commit"]) == 40 and case["path"], case["file"]
+        if case["rule"]:
+            assert case["confirms"], f"{case['file']}: a hazard case needs the URL or source that confirms it"
+        for rule, line in case["expect"] + case["also"]:
+            assert rule in rules and line > 0, case["file"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
+def test_corpus_case(case: dict) -> None:
+    path = corpus.available(case)
+    if path is None:
+        pytest.skip(f"{case['file']} is not in the corpus cache ({corpus.cache_dir()}); see tests/data/lint/corpus.py")
+    out = corpus.evaluate(case, path)
+    if "MISSED" in case["note"]:
+        assert out.missing, f"{case['file']} is now found: move it out of the known misses"
+        return
+    assert out.missing == [], f"{case['file']}: expected findings not reported"
+    assert out.unexpected == [], f"{case['file']}: false reports"
