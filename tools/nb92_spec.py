@@ -39,6 +39,21 @@ where DDP's gradient all-reduce waits for rank 0. Its flags plant faults; here
 `--fault rank0-eval --stall-s 5` makes the evaluation take 5 s, longer than a 3 s group timeout,
 as a validation set that grew would.
 
+Before running it, lint it (`nccl-workbook lint train.py` does the same from a shell): the checker
+reads the source for the hang hazards of the workbook's scenarios. Here it finds the planted
+`skip-step` fault (a `loss.backward()` that one rank skips); rank 0's evaluation is followed by a
+barrier that `--eval-sync side-group` uses, so the checker gives it the benefit of the doubt: only
+running it shows the wait.
+"""),
+("code", """
+from nccl_workbook.lint import lint_paths
+
+report = lint_paths([script])
+for f in report.findings:
+    print(f"train_ddp.py:{f.line}: {f.rule.value}: {f.message.split(':')[0]}")
+print("exit code", report.exit_code)
+""", True),
+("md", """
 First a healthy run:
 """),
 ("code", """
