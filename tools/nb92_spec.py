@@ -25,9 +25,11 @@ from nccl_workbook.watch.panel import ScriptPanel
 from nccl_workbook.runner import combined_trace
 from nccl_workbook import plots
 
+import os
+
 cluster = RankCluster.start_or_attach(n_ranks=4)
-script = example_script()
-print(script.split("nccl_workbook/")[-1])
+script = os.path.relpath(example_script())  # or the path of your own script
+print(script)
 """),
 ("md", """
 ## The script
