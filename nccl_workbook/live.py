@@ -93,8 +93,13 @@ class ProgressPublisher:
     connecting (so a hub that cannot be reached never blocks the rank), and :meth:`post` hands it
     other keys to publish. Stops on :meth:`close` (always called by ``run_rank``)."""
 
-    def __init__(self, address: tuple[str, int], run_id: str, rank: int, *, connect_timeout_s: float = 5.0) -> None:
+    def __init__(self, address: tuple[str, int], run_id: str, rank: int, *, connect_timeout_s: float = 5.0,
+                 clock_sync: bool = False) -> None:
+        """``clock_sync``: once connected, estimate this host's clock lead over the hub's (a few
+        ping/pong rounds through the store, answered by the hub's poll loop; the round with the
+        shortest round trip wins, its error at most half of it) and publish it as ``offset/<rank>``."""
         self.run_id, self.rank = run_id, rank
+        self._clock_sync = clock_sync
         self._address, self._connect_timeout_s = address, connect_timeout_s
         self._outbox: deque[tuple[str, str]] = deque(maxlen=256)
         self._connected = threading.Event()
@@ -174,6 +179,11 @@ class ProgressPublisher:
         except Exception:  # noqa: BLE001 - no hub reachable: run without live detection
             return
         self._connected.set()
+        if self._clock_sync:
+            try:
+                self._sync_clock()
+            except Exception:  # noqa: BLE001 - no offset: times are taken as they are
+                pass
         while not self._stop.is_set():
             try:
                 while self._outbox:
@@ -189,6 +199,24 @@ class ProgressPublisher:
             except Exception:  # noqa: BLE001 - the hub went away: stop publishing, never disturb the rank
                 return
             self._stop.wait(PUBLISH_EVERY_S)
+
+    def _sync_clock(self, rounds: int = 5, timeout_s: float = 1.0) -> None:
+        best: tuple[int, int] | None = None  # (round trip, offset)
+        for i in range(rounds):
+            t0 = time.time_ns()
+            self._store.set(f"{self.run_id}/ping/{self.rank}", f"{i}")
+            pong = f"{self.run_id}/pong/{self.rank}/{i}"
+            deadline = time.monotonic() + timeout_s
+            while not self._store.check([pong]):
+                if self._stop.is_set() or time.monotonic() > deadline:
+                    return
+                time.sleep(0.005)
+            t1 = time.time_ns()
+            hub_ns = int(self._store.get(pong))
+            candidate = (t1 - t0, (t0 + t1) // 2 - hub_ns)
+            best = candidate if best is None or candidate < best else best
+        if best is not None:
+            self._store.set(f"{self.run_id}/offset/{self.rank}", str(best[1]))
 
     def _main_stack(self) -> str:
         frame = sys._current_frames().get(self._main_ident)  # noqa: SLF001

@@ -201,6 +201,13 @@ def _across_groups(states: dict[int, RankProgress], by_key: dict[tuple[str, int]
                              f"pg {chosen[0]}'s collective fails first")
 
 
+def _shifted(s: RankProgress, lead_ns: int) -> RankProgress:
+    if not lead_ns:
+        return s
+    return replace(s, **{f: getattr(s, f) - lead_ns for f in ("t_ns", "step_since_ns", "region_since_ns", "coll_since_ns")
+                         if getattr(s, f) is not None})
+
+
 def _is_resolved(hang: HangReport, states: dict[int, RankProgress]) -> bool:
     """Every waiting rank completed the collective it waited in."""
     return all(states.get(r) is not None and states[r].completed.get(hang.pg, 0) >= hang.seq for r in hang.waiting_ranks)
@@ -283,6 +290,8 @@ class RunObserver:
         self.on_stall = on_stall
         #: every stall named during the run, oldest first; the last may still be open
         self.stalls: list[HangReport] = []
+        #: rank -> its clock's lead over this process's (ns), subtracted from what it publishes
+        self.offsets_ns: dict[int, int] = {}
 
     # -- what the ranks need -----------------------------------------------------------------
     def publisher_spec(self) -> tuple[str, int, str] | None:
@@ -295,7 +304,11 @@ class RunObserver:
 
     # -- watching ----------------------------------------------------------------------------
     def states(self) -> dict[int, RankProgress]:
-        return {} if self.hub is None else self.hub.read(self.run_id, self.world_size)
+        """rank -> its last published state, its times on this process's clock."""
+        states = {} if self.hub is None else self.hub.read(self.run_id, self.world_size)
+        if self.offsets_ns:
+            states = {r: _shifted(s, self.offsets_ns.get(r, 0)) for r, s in states.items()}
+        return states
 
     @property
     def open_stall(self) -> HangReport | None:

@@ -151,7 +151,8 @@ class _Agent:
         if not dist.is_available():
             return
         rank = self.rank
-        self.publisher = ProgressPublisher(self._address, self._run_id, rank)
+        self.publisher = ProgressPublisher(self._address, self._run_id, rank,
+                                           clock_sync=self._address[0] not in ("127.0.0.1", "localhost"))
         folder = os.environ.get(WATCH_DIR_ENV)
         spill = os.path.join(folder, f"rank{rank}.jsonl") if folder and os.path.isdir(folder) else None
         self.tracer = Tracer(rank, on_event=self.publisher.on_event, spill=spill, max_rows=MAX_ROWS,

@@ -29,7 +29,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -63,6 +63,7 @@ class _Job:
     observer: RunObserver | None = None
     world_size: int | None = None
     killed_by_watch: bool = False
+    t_offsets: float = field(default_factory=time.monotonic)
 
 
 def _job_env(hub: ProgressHub, run_id: str, folder: Path) -> dict[str, str]:
@@ -116,6 +117,23 @@ def _who(job: _Job, world_size: int) -> dict[int, dict[str, Any]]:
                 out.setdefault(r, {}).update({f"{kind}_{k}": v for k, v in value.items()} if isinstance(value, dict)
                                              else {f"{kind}_s": value})
     return out
+
+
+def _clock_sync(job: _Job) -> None:
+    """Answer the ranks' clock pings (ranks on other hosts estimate their clock's lead over this
+    process's, see ``ProgressPublisher(clock_sync=True)``) and take the offsets they publish."""
+    assert job.observer is not None
+    store = job.hub._store  # noqa: SLF001
+    pending = [r for r in range(job.world_size or 0) if r not in job.observer.offsets_ns]
+    if not pending or time.monotonic() - job.t_offsets > 60:  # every rank has one, or it is too late
+        return
+    for r in pending:
+        ping, offset = f"{job.run_id}/ping/{r}", f"{job.run_id}/offset/{r}"
+        if store.check([offset]):
+            job.observer.offsets_ns[r] = int(store.get(offset))
+        elif store.check([ping]):
+            i = store.get(ping).decode()
+            store.set(f"{job.run_id}/pong/{r}/{i}", str(time.time_ns()))
 
 
 def _status_line(job: _Job, elapsed_s: float) -> str:
@@ -182,6 +200,8 @@ def watch(command: Sequence[str], *, hub_host: str = "127.0.0.1", min_wait_s: fl
                     job.observer = RunObserver(ws, hub=job.hub, run_id=job.run_id, min_wait_s=min_wait_s,
                                                step_factor=STEP_FACTOR, on_stall=report_stall)
             if job.observer is not None:
+                if job.hub.host not in ("127.0.0.1", "localhost"):
+                    _clock_sync(job)
                 job.observer.poll()
                 for h in job.observer.stalls:
                     if h.resolved and (h.pg, h.seq) not in resolved_seen:
@@ -280,7 +300,7 @@ def _finish(job: _Job, command: tuple[str, ...], exit_code: int, wall_s: float, 
         ranks.append(RankEnd(rank=r, host=i.get("who_host"), pid=i.get("who_pid"), status=status,
                              error=i.get("final_error"), steps=int(i.get("final_steps") or 0), t_end_ns=i.get("final_t_ns")))
     rows = [row for r in range(ws) for row in read_spill(str(job.folder / f"rank{r}.jsonl"))]
-    trace = trace_frame(rows)
+    trace = trace_frame(rows, offsets_ns=job.observer.offsets_ns if job.observer is not None else None)
     statuses = {r.rank: RankStatus(r.status) if r.status in {s.value for s in RankStatus} else RankStatus.CRASHED
                 for r in ranks}
     pg_timeout_s = max((float(i.get("timeout_s") or 0) for i in info.values()), default=0.0) or 1800.0

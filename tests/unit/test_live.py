@@ -121,3 +121,30 @@ def test_tracer_reports_each_groups_timeout() -> None:
         assert sorted(seen.values()) == [7.0, 42.0] and len(seen) == 2
     finally:
         dist.destroy_process_group()
+
+
+def test_clock_sync_estimates_a_hosts_lead_and_the_observer_applies_it() -> None:
+    from nccl_workbook.observer import RunObserver
+
+    hub = ProgressHub()
+    pub = ProgressPublisher(hub.address, "clk", rank=0, clock_sync=True)
+    store = hub._store
+    try:
+        deadline = time.monotonic() + 10
+        while not store.check(["clk/offset/0"]) and time.monotonic() < deadline:
+            if store.check(["clk/ping/0"]):  # what watch's poll loop does, with a clock 2 s behind
+                i = store.get("clk/ping/0").decode()
+                store.set(f"clk/pong/0/{i}", str(time.time_ns() - 2 * S))
+            time.sleep(0.01)
+        lead = int(store.get("clk/offset/0"))
+        assert abs(lead - 2 * S) < 0.1 * S  # this "host" runs 2 s ahead of the hub
+        obs = RunObserver(1, hub=hub, run_id="clk")
+        t = time.time_ns()
+        pub.on_event(TraceRow(rank=0, kind="step", name="step", step=0, t_enqueue_ns=t, t_start_ns=t, status="running"))
+        deadline = time.monotonic() + 3
+        while (0 not in obs.states() or obs.states()[0].step_since_ns is None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        obs.offsets_ns[0] = lead
+        assert abs(obs.states()[0].step_since_ns - (t - lead)) < 1000
+    finally:
+        pub.close()
