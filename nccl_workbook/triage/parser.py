@@ -48,13 +48,15 @@ Usage::
 
 from __future__ import annotations
 
+import enum
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from nccl_workbook.ops import op_or_none
 from nccl_workbook.triage.events import Backend, Event, EventKind
 
-__all__ = ["parse_log", "normalize_text", "iter_records", "Record", "C10D_FUNCTION_OPS", "MAX_EVENTS"]
+__all__ = ["parse_log", "normalize_text", "iter_records", "Record", "Anchor", "ANCHORS", "MAX_EVENTS"]
 
 #: a physical line at least this long may have been wrapped by a terminal
 _WRAP_MIN_CHARS = 48
@@ -211,92 +213,6 @@ def _words(phrase: str) -> str:
     return _S.join(re.escape(w) for w in phrase.split())
 
 
-# Every anchor starts with a literal and has only bounded repeats. Group name -> handler.
-_ANCHORS: list[tuple[str, str]] = [
-    ("watchdog_timeout", _words("Watchdog caught collective operation timeout")),
-    ("blocking_wait", _words("timed out in blocking wait")),
-    ("async_exception", _words("raised the following async exception")),
-    ("status_new", _words("failure detected by watchdog at work sequence id")),
-    ("status_mid", _words("Exception (either an error or timeout) detected by watchdog at work")),
-    ("status_old", _words("Timeout at NCCL work") + r"\s{0,4}:"),
-    ("dump_signal", _words("Received a dump signal")),
-    ("timeout_signal", _words("Received a timeout signal")),
-    ("fr_prepare", _words("preparing to dump debug info")),
-    ("fr_stack", _words("Stack trace of the failed collective")),
-    ("fr_written", _words("Finished writing Flight Recorder debug info to")),
-    ("watchdog_stuck", r"watchdog" + _S + r"got" + _S + r"stuck" + _S + r"for"),
-    # TORCH_NCCL_DESYNC_DEBUG report (c10d/TraceUtils.h retrieveDesyncReport)
-    ("desync_timeout", _words("Timeout at collective") + r"\s{0,4}:"),
-    ("desync_missing", _words("are the lagging ranks")),
-    ("desync_joined", r"joined" + _S + r"but" + _S + r"didn'?t" + _S + r"finish" + _S + r"collective"),
-    ("desync_finished", r"but" + _S + r"didn'?t" + _S + r"join" + _S + r"collective"),
-    ("heartbeat", _words("Heartbeat monitor timed out")),
-    ("mismatch", _words("Detected mismatch between collectives")),
-    ("nccl_mismatch", _words("Mismatched collective detected")),
-    ("monitored", r"failed" + _S + r"to" + _S + r"pass" + _S + r"monitoredBarrier"),
-    ("monitored_timeout", _words("timed out in monitoredBarrier")),
-    ("gloo_timeout", r"Timed" + _S + r"out" + _S + r"waiting" + _S + r"\d{1,12}" + _S + r"ms" + _S
-     + r"for" + _S + r"(?:recv|send)"),
-    ("peer_closed", r"Connection" + _S + r"(?:closed|reset)" + _S + r"by" + _S
-     + r"(?:remote" + _S + r")?peer"),
-    ("pair_closure", _words("Application timeout caused pair closure")),
-    ("store_clients", r"Timed" + _S + r"out" + _S + r"after" + _S + r"\d{1,12}" + _S + r"seconds"
-     + _S + r"waiting" + _S + r"for" + _S + r"(?:clients|workers)"),
-    ("socket_timeout", _words("Socket Timeout")),
-    ("client_socket", _words("client socket has timed out after")),
-    ("store_wait", r"wait" + _S + r"timeout" + _S + r"after" + _S + r"\d{1,12}" + _S + r"ms"),
-    ("store_key", _words("Timeout waiting for key")),
-    ("rdzv_timeout", r"RendezvousTimeoutError"),
-    ("recv_zero", _words("Failed to recv, got 0 bytes")),
-    ("dl_timeout", _words("DataLoader timed out after")),
-    ("dl_worker", r"DataLoader" + _S + r"worker" + _S + r"\(" + _S + r"pid"),
-    ("too_many_files", _words("Too many open files")),
-    ("ancdata", _words("received 0 items of ancdata")),
-    ("nccl_error", r"NCCL" + _S + r"error" + _S + r"(?:in" + _S + r")?:"),
-    ("nccl_code", r"nccl(?:SystemError|UnhandledCudaError|RemoteError|InternalError|InvalidUsage"
-     r"|InvalidArgument|InProgress)\b"),
-    ("nccl_warn", r"NCCL" + _S + r"WARN\b"),
-    ("duplicate_gpu", _words("Duplicate GPU detected")),
-    ("cuda_error", r"CUDA" + _S + r"error" + _S + r":"),
-    ("cuda_oom", _words("CUDA out of memory")),
-    ("cuda_failure", r"Cuda" + _S + r"failure"),
-    ("unused", _words("Expected to have finished reduction in the prior iteration")),
-    ("elastic_rank", r"rank\s{0,8}:\s{0,4}\d{1,7}\s{0,4}\(\s{0,4}local_rank"),
-    ("elastic_exit", r"exitcode\s{0,8}:\s{0,4}-?\d{1,5}"),
-    ("elastic_failed", r"failed" + _S + r"\(" + _S + r"exitcode" + _S + r":"),
-    ("root_cause", _words("Root Cause (first observed failure)")),
-    ("spawn_process", r"--" + _S + r"Process" + _S + r"\d{1,7}" + _S + r"terminated" + _S + r"with"),
-]
-_ANCHOR_RE = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _ANCHORS))
-
-# Cheap prefilter: a record is matched against ``_ANCHOR_RE`` only if it contains one of these
-# substrings (plain ``in`` checks are ~100x faster than the alternation on ordinary lines).
-# Each anchor above has at least one of them that a terminal wrap cannot break (records are
-# joined before this check) -- keep the two lists in step when adding an anchor.
-_KEYWORDS: tuple[str, ...] = (
-    "atchdog", "WorkNCCL", "blocking", "async exception", "NCCL work", "enqueued", "dump",
-    "Flight Recorder", "stuck", "eartbeat", "ismatch", "monitoredBarrier", "imed out",
-    "by peer", "remote peer", "pair closure", "Socket Timeout", "client socket", "wait timeout",
-    "Timeout waiting", "Rendezvous", "got 0 bytes", "DataLoader", "open files", "ancdata",
-    "NCCL error", "NCCL WARN", "ncclSystem", "ncclUnhandled", "ncclRemote", "ncclInternal",
-    "ncclInvalid", "ncclInProgress", "Duplicate GPU", "CUDA error", "out of memory",
-    "Cuda failure", "prior iteration", "exitcode", "local_rank", "Root Cause", "terminated with",
-    "Stack trace", "Timeout at collective", "lagging ranks", "t join collective", "t finish collective",
-    "timeout signal",
-)
-
-
-def _may_match(text: str, keywords: tuple[str, ...] = _KEYWORDS) -> bool:
-    for keyword in keywords:
-        if keyword in text:
-            return True
-    return False
-
-
-#: a block of records none of which contains one of these can be skipped as a whole
-_LOOK_KEYWORDS: tuple[str, ...] = _KEYWORDS + ("distributed", "backward(", "Error", "Exception")
-_BLOCK_RECORDS = 64
-
 # context only: which collective a rank was in (Python tracebacks, flight-recorder stacks)
 _C10D_FRAME = re.compile(
     r"distributed_c10d\.py\"?,?\s{0,4}(?:line\s{0,4}\d{1,7},\s{0,4}in|:\d{1,7})\s{0,4}(\w{1,60})"
@@ -309,45 +225,6 @@ _EXCEPTION_LINE = re.compile(
     r"(?:^|\]:?\s|\]\s|:\s)\s{0,8}((?:[A-Za-z_]\w{0,40}\.){0,6}[A-Z]\w{0,60}(?:Error|Exception))"
     r"\s{0,4}:\s{0,4}([^\n]{0,200})"
 )
-_SPAWN_CONTEXT = re.compile(r"--\s{0,4}Process\s{0,4}(\d{1,7})\s{0,4}terminated\s{0,4}with")
-
-#: Python functions in ``distributed_c10d`` (and DDP internals) -> NCCL op spelling
-C10D_FUNCTION_OPS: dict[str, str] = {
-    "barrier": "BARRIER",
-    "monitored_barrier": "BARRIER",
-    "all_reduce": "ALLREDUCE",
-    "all_reduce_coalesced": "ALLREDUCE",
-    "all_gather": "ALLGATHER",
-    "all_gather_object": "ALLGATHER",
-    "all_gather_into_tensor": "_ALLGATHER_BASE",
-    "_all_gather_base": "_ALLGATHER_BASE",
-    "all_gather_coalesced": "ALLGATHER",
-    "broadcast": "BROADCAST",
-    "broadcast_object_list": "BROADCAST",
-    "reduce_scatter": "REDUCE_SCATTER",
-    "reduce_scatter_tensor": "_REDUCE_SCATTER_BASE",
-    "_reduce_scatter_base": "_REDUCE_SCATTER_BASE",
-    "reduce": "REDUCE",
-    "gather": "GATHER",
-    "gather_object": "GATHER",
-    "scatter": "SCATTER",
-    "scatter_object_list": "SCATTER",
-    "all_to_all": "ALLTOALL",
-    "all_to_all_single": "ALLTOALL_BASE",
-    "send": "SEND",
-    "isend": "SEND",
-    "recv": "RECV",
-    "irecv": "RECV",
-    "batch_isend_irecv": "SEND",
-    # DDP: loss.backward() all-reduces gradient buckets; forward syncs buffers by broadcast
-    "backward": "ALLREDUCE",
-    "_sync_buffers": "BROADCAST",
-    "_sync_params": "BROADCAST",
-    "_sync_module_states": "BROADCAST",
-    "_distributed_broadcast_coalesced": "BROADCAST",
-    "_verify_param_shape_across_processes": "ALLGATHER",
-    "_verify_params_across_processes": "ALLGATHER",
-}
 
 # prefixes / context before the anchor
 _RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]:")
@@ -424,6 +301,7 @@ _SPAWN = re.compile(r"Process\s{0,4}(\d{1,7})\s{0,4}terminated\s{0,4}with\s{0,4}
 _LAUNCHER_EXCEPTIONS = frozenset(
     {"ChildFailedError", "CalledProcessError", "SignalException", "KeyboardInterrupt", "SystemExit"}
 )
+_DIGITS = re.compile(r"\d{1,7}")
 
 
 def _int(text: str | None) -> int | None:
@@ -437,10 +315,6 @@ def _int(text: str | None) -> int | None:
     if value < 0 or value >= _UINT64_LIMIT:
         return None
     return value
-
-
-def _search(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
-    return pattern.search(text)
 
 
 @dataclass(frozen=True)
@@ -507,7 +381,7 @@ def _frame_op(state: _State, rank: int | None, line_no: int) -> str | None:
 def _update_frames(state: _State, text: str, rank: int | None, line_no: int) -> None:
     for m in _C10D_FRAME.finditer(text):
         name = m.group(1) or m.group(2) or m.group(3) or m.group(4)
-        op = C10D_FUNCTION_OPS.get(name or "")
+        op = op_or_none(name)
         if op is not None:
             state.frames[rank] = (op, line_no)
 
@@ -527,12 +401,12 @@ def _work_fields(window: str) -> dict[str, int | str | None]:
     """Fields of a ``WorkNCCL(...)`` description anywhere in ``window``."""
     m = _WORK.search(window)
     part = window[m.start():m.start() + 500] if m else window
-    seq = _search(_SEQ, part)
-    op = _search(_OPTYPE, part)
-    n_in = _search(_NUMEL_IN, part)
-    n_out = _search(_NUMEL_OUT, part)
-    tmo = _search(_TIMEOUT_MS, part)
-    ran = _search(_RAN_FOR, window)
+    seq = _SEQ.search(part)
+    op = _OPTYPE.search(part)
+    n_in = _NUMEL_IN.search(part)
+    n_out = _NUMEL_OUT.search(part)
+    tmo = _TIMEOUT_MS.search(part)
+    ran = _RAN_FOR.search(window)
     return {
         "seq_num": _int(seq.group(1)) if seq else None,
         "op_type": op.group(1) if op else None,
@@ -544,9 +418,9 @@ def _work_fields(window: str) -> dict[str, int | str | None]:
 
 
 def _status_fields(window: str) -> dict[str, int | None]:
-    seq = _search(_STATUS_SEQ, window)
-    enq = _search(_ENQUEUED, window)
-    comp = _search(_COMPLETED, window)
+    seq = _STATUS_SEQ.search(window)
+    enq = _ENQUEUED.search(window)
+    comp = _COMPLETED.search(window)
     return {
         "seq_num": _int(seq.group(1)) if seq else None,
         "last_enqueued": _int(enq.group(1)) if enq else None,
@@ -562,228 +436,455 @@ def _cut_line(text: str, at: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# anchor handlers: (name, window before, window after) -> event fields or None
+# anchor handlers: (text just before the match, text from the match on) -> event fields or None
 # --------------------------------------------------------------------------------------------
 
 _Fields = dict[str, object]
+#: ``handler(head, body)``: ``head`` is the text just before the match, ``body`` starts at it
+Handler = Callable[[str, str], "_Fields | None"]
 
 
-def _handle(name: str, head: str, body: str) -> _Fields | None:  # noqa: C901 - a flat dispatch
-    """Fields for one anchor match. ``head`` is the text just before it, ``body`` from it on."""
-    around = head[-300:] + body
-    if name in ("watchdog_timeout", "blocking_wait"):
-        fields = _work_fields(body if name == "watchdog_timeout" else around)
-        return {"kind": EventKind.COLLECTIVE_TIMEOUT, "backend": Backend.NCCL,
-                "detail": "blocking wait" if name == "blocking_wait" else "watchdog", **fields}
-    if name == "async_exception":
-        fields = _work_fields(around)
-        reason = _search(_NCCL_REASON, body)
-        code = _search(_NCCL_CODE, body)
-        detail = " ".join(x for x in (code.group(1) if code else "", reason.group(1).strip() if reason else "") if x)
-        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": detail or "async NCCL error",
-                **fields}
-    if name in ("status_new", "status_mid", "status_old"):
-        fields = _status_fields(body)
-        return {"kind": EventKind.PG_STATUS, "backend": Backend.NCCL,
-                "detail": f"watchdog: work {fields['seq_num']} failed" if fields["seq_num"] is not None
-                else "watchdog status", **fields}
-    if name in ("dump_signal", "timeout_signal"):
-        fields = _status_fields(body)
-        fields["seq_num"] = None
-        src = _search(_FROM_RANK, body[:200])
-        detail = "dump signal"
-        named: tuple[int, ...] = ()
-        if src is not None:
-            if src.group(1) is not None:
-                named = (int(src.group(1)),)
-                detail = f"dump signal from rank {src.group(1)}"
-            else:
-                detail = "dump signal from this local rank"
-        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL, "detail": detail,
-                "named_ranks": named, **fields}
-    if name == "fr_prepare":
-        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL, "detail": "preparing to dump debug info"}
-    if name == "fr_stack":
-        missing = "not found" in body[:80]
-        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
-                "detail": "flight recorder disabled: no stack of the failed collective" if missing
-                else "stack trace of the failed collective"}
-    if name == "fr_written":
-        target = body.split("to", 1)[-1].strip().split()[:1]
-        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
-                "detail": "flight recorder dump written" + (f" to {target[0]}" if target else "")}
-    if name == "watchdog_stuck":
-        sec = _search(_STUCK_SECONDS, body[:80])
-        return {"kind": EventKind.WATCHDOG_STUCK, "backend": Backend.NCCL,
-                "timeout_ms": int(sec.group(1)) * 1000 if sec else None,
-                "detail": "watchdog stuck (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC)"}
-    if name == "desync_timeout":
-        m = _search(_DESYNC_AT, body[:160])
-        own = _search(_LAST_BRACKET_RANKS, head[-40:])
-        return {"kind": EventKind.DESYNC_REPORT, "backend": Backend.NCCL,
-                "op_type": m.group(1) if m else None, "seq_num": _int(m.group(2)) if m else None,
-                "group_rank": int(own.group(1).split(",")[0]) if own else None,
-                "detail": "desync report: timed out collective"}
-    if name in ("desync_missing", "desync_joined", "desync_finished"):
+def _nccl_timeout(detail: str, own_window: bool) -> Handler:
+    """Watchdog (``own_window``: the WorkNCCL follows) or blocking-wait timeout (it precedes)."""
+
+    def handle(head: str, body: str) -> _Fields:
+        fields = _work_fields(body if own_window else head[-300:] + body)
+        return {"kind": EventKind.COLLECTIVE_TIMEOUT, "backend": Backend.NCCL, "detail": detail, **fields}
+
+    return handle
+
+
+def _async_exception(head: str, body: str) -> _Fields:
+    fields = _work_fields(head[-300:] + body)
+    reason = _NCCL_REASON.search(body)
+    code = _NCCL_CODE.search(body)
+    detail = " ".join(x for x in (code.group(1) if code else "", reason.group(1).strip() if reason else "") if x)
+    return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": detail or "async NCCL error", **fields}
+
+
+def _pg_status(head: str, body: str) -> _Fields:
+    fields = _status_fields(body)
+    seq = fields["seq_num"]
+    return {"kind": EventKind.PG_STATUS, "backend": Backend.NCCL,
+            "detail": f"watchdog: work {seq} failed" if seq is not None else "watchdog status", **fields}
+
+
+def _dump_signal(head: str, body: str) -> _Fields:
+    fields = _status_fields(body)
+    fields["seq_num"] = None
+    src = _FROM_RANK.search(body[:200])
+    detail = "dump signal"
+    named: tuple[int, ...] = ()
+    if src is not None and src.group(1) is not None:
+        named = (int(src.group(1)),)
+        detail = f"dump signal from rank {src.group(1)}"
+    elif src is not None:
+        detail = "dump signal from this local rank"
+    return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL, "detail": detail, "named_ranks": named,
+            **fields}
+
+
+def _fr_prepare(head: str, body: str) -> _Fields:
+    return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL, "detail": "preparing to dump debug info"}
+
+
+def _fr_stack(head: str, body: str) -> _Fields:
+    missing = "not found" in body[:80]
+    return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
+            "detail": "flight recorder disabled: no stack of the failed collective" if missing
+            else "stack trace of the failed collective"}
+
+
+def _fr_written(head: str, body: str) -> _Fields:
+    target = body.split("to", 1)[-1].strip().split()[:1]
+    return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
+            "detail": "flight recorder dump written" + (f" to {target[0]}" if target else "")}
+
+
+def _watchdog_stuck(head: str, body: str) -> _Fields:
+    sec = _STUCK_SECONDS.search(body[:80])
+    return {"kind": EventKind.WATCHDOG_STUCK, "backend": Backend.NCCL,
+            "timeout_ms": int(sec.group(1)) * 1000 if sec else None,
+            "detail": "watchdog stuck (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC)"}
+
+
+def _desync_timeout(head: str, body: str) -> _Fields:
+    m = _DESYNC_AT.search(body[:160])
+    own = _LAST_BRACKET_RANKS.search(head[-40:])
+    return {"kind": EventKind.DESYNC_REPORT, "backend": Backend.NCCL,
+            "op_type": m.group(1) if m else None, "seq_num": _int(m.group(2)) if m else None,
+            "group_rank": int(own.group(1).split(",")[0]) if own else None,
+            "detail": "desync report: timed out collective"}
+
+
+def _desync_ranks(what: str) -> Handler:
+    """A desync-report line that names ranks in brackets before ``what`` they did."""
+
+    def handle(head: str, body: str) -> _Fields:
         ranks = None
         for ranks in _LAST_BRACKET_RANKS.finditer(head[-300:]):
             pass
-        named = tuple(int(x) for x in re.findall(r"\d{1,7}", ranks.group(1))) if ranks else ()
-        seq = _search(_HASH_SEQ, body[:120])
-        what = {"desync_missing": "never joined any collective",
-                "desync_joined": "joined but did not finish the collective",
-                "desync_finished": "finished the previous collective but did not join this one"}[name]
+        named = tuple(int(x) for x in _DIGITS.findall(ranks.group(1))) if ranks else ()
+        seq = _HASH_SEQ.search(body[:120])
         return {"kind": EventKind.DESYNC_REPORT, "backend": Backend.NCCL, "named_ranks": named,
                 "seq_num": _int(seq.group(1)) if seq else None,
                 "detail": f"desync report: rank(s) {', '.join(map(str, named)) or '?'} {what}"}
-    if name == "heartbeat":
-        meta = _search(_WORK_META, body[:200])
-        return {"kind": EventKind.HEARTBEAT, "backend": Backend.NCCL,
-                "detail": f"heartbeat monitor timed out; {meta.group(1)} work items pending" if meta
-                else "heartbeat monitor timed out"}
-    if name == "mismatch":
-        runs = list(_RUNNING.finditer(body[:2000]))
-        own = int(runs[0].group(1)) if runs else None
-        op = _search(_OPTYPE, body[:1200])
-        seq = _search(_FP_SEQ, body[:1200])
-        shape = _search(_FP_SHAPE, body[:1200])
-        but = _search(_BUT_RANK, body[:2000])
-        differ = _search(_DIFFER, body[:3000])
-        parts = []
-        if shape:
-            parts.append(f"shape [{' '.join(shape.group(1).split())}]")
-        if but is not None:
-            parts.append(f"rank {but.group(1)} runs {but.group(2) or 'a different collective'}")
-        if differ:
-            parts.append(f"differ in: {' '.join(differ.group(1).split())}")
-        device = body[:1500]
-        backend = (Backend.NCCL if "device=cuda" in device else Backend.GLOO if "device=cpu" in device
-                   else Backend.UNKNOWN)
-        return {"kind": EventKind.COLLECTIVE_MISMATCH, "backend": backend,
-                "op_type": op.group(1) if op else None, "seq_num": _int(seq.group(1)) if seq else None,
-                "group_rank": own, "named_ranks": (int(but.group(1)),) if but else (),
-                "detail": "; ".join(parts) or "collective mismatch"}
-    if name == "nccl_mismatch":
-        near = _search(_NEAR_RANK, body[:200])
-        return {"kind": EventKind.COLLECTIVE_MISMATCH, "backend": Backend.NCCL,
-                "named_ranks": (int(near.group(1)),) if near else (), "detail": "NCCL: mismatched collective"}
-    if name in ("monitored", "monitored_timeout"):
-        ranks = _search(_MB_RANKS, head[-200:] + body[:40])
-        named = tuple(int(x) for x in re.findall(r"\d{1,7}", ranks.group(1))) if ranks else ()
-        ms = _search(_MB_MS, body[:120])
-        return {"kind": EventKind.MONITORED_BARRIER, "backend": Backend.GLOO, "op_type": "BARRIER",
-                "timeout_ms": _int(ms.group(1)) if ms else None, "named_ranks": named,
-                "detail": "late ranks: " + ", ".join(map(str, named)) if named else "monitored barrier failed"}
-    if name == "gloo_timeout":
-        m = _search(_GLOO_TIMEOUT, body[:120])
-        return {"kind": EventKind.COLLECTIVE_TIMEOUT, "backend": Backend.GLOO,
-                "timeout_ms": _int(m.group(1)) if m else None, "detail": m.group(2) if m else ""}
-    if name == "peer_closed":
-        window = head[-200:] + body[:200]
-        backend = _backend_for_peer(head[-80:] + body[:80], window)
-        detail = " ".join(body[:80].split()).rstrip(".")
-        return {"kind": EventKind.PEER_CLOSED, "backend": backend, "detail": detail}
-    if name == "pair_closure":
-        return {"kind": EventKind.PEER_CLOSED, "backend": Backend.GLOO,
-                "detail": "Application timeout caused pair closure (group dead after a timeout)"}
-    if name == "store_clients":
-        m = _search(_STORE_CLIENTS, body[:160])
-        if m is None:
-            return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE}
-        joined, expected = int(m.group(2)), int(m.group(3))
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "timeout_ms": int(m.group(1)) * 1000,
-                "world_size": expected, "detail": f"{joined}/{expected} clients joined"}
-    if name == "socket_timeout":
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "Socket Timeout"}
-    if name == "client_socket":
-        m = _search(_CLIENT_SOCKET, body[:300])
-        if m is None:
-            return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "client socket timed out"}
-        value = int(m.group(1))
-        ms = value * 1000 if m.group(2) == "s" else value
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "timeout_ms": ms,
-                "detail": f"could not connect to ({m.group(3).strip()})"}
-    if name == "store_wait":
-        m = _search(_STORE_WAIT, body[:60])
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
-                "timeout_ms": _int(m.group(1)) if m else None, "detail": "store wait timeout"}
-    if name == "store_key":
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "timeout waiting for key"}
-    if name == "rdzv_timeout":
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "rendezvous timeout"}
-    if name == "recv_zero":
-        return {"kind": EventKind.PEER_CLOSED, "backend": Backend.STORE, "detail": "store: failed to recv, got 0 bytes"}
-    if name == "dl_timeout":
-        m = _search(_DL_SECONDS, body[:80])
-        return {"kind": EventKind.DATALOADER_TIMEOUT, "backend": Backend.DATALOADER,
-                "timeout_ms": int(m.group(1)) * 1000 if m else None}
-    if name == "dl_worker":
-        m = _search(_DL_WORKER, body[:300])
-        if m is None:
-            return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER}
-        pids = " ".join(m.group(1).replace(",", " ").split())
-        how = f"killed by signal: {m.group(2).strip()}" if m.group(2) else "exited unexpectedly"
-        return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER,
-                "detail": f"worker pid {pids} {how}"}
-    if name in ("too_many_files", "ancdata"):
-        dl = ("Communication with the workers" in body[:200] or "sharing strategy" in body[:400]
-              or name == "ancdata" or "dataloader" in head[-300:].lower())
+
+    return handle
+
+
+def _heartbeat(head: str, body: str) -> _Fields:
+    meta = _WORK_META.search(body[:200])
+    return {"kind": EventKind.HEARTBEAT, "backend": Backend.NCCL,
+            "detail": f"heartbeat monitor timed out; {meta.group(1)} work items pending" if meta
+            else "heartbeat monitor timed out"}
+
+
+def _fingerprint_mismatch(head: str, body: str) -> _Fields:
+    runs = _RUNNING.search(body[:2000])
+    op = _OPTYPE.search(body[:1200])
+    seq = _FP_SEQ.search(body[:1200])
+    shape = _FP_SHAPE.search(body[:1200])
+    but = _BUT_RANK.search(body[:2000])
+    differ = _DIFFER.search(body[:3000])
+    parts = []
+    if shape:
+        parts.append(f"shape [{' '.join(shape.group(1).split())}]")
+    if but is not None:
+        parts.append(f"rank {but.group(1)} runs {but.group(2) or 'a different collective'}")
+    if differ:
+        parts.append(f"differ in: {' '.join(differ.group(1).split())}")
+    device = body[:1500]
+    backend = Backend.NCCL if "device=cuda" in device else Backend.GLOO if "device=cpu" in device else Backend.UNKNOWN
+    return {"kind": EventKind.COLLECTIVE_MISMATCH, "backend": backend,
+            "op_type": op.group(1) if op else None, "seq_num": _int(seq.group(1)) if seq else None,
+            "group_rank": int(runs.group(1)) if runs else None, "named_ranks": (int(but.group(1)),) if but else (),
+            "detail": "; ".join(parts) or "collective mismatch"}
+
+
+def _nccl_mismatch(head: str, body: str) -> _Fields:
+    near = _NEAR_RANK.search(body[:200])
+    return {"kind": EventKind.COLLECTIVE_MISMATCH, "backend": Backend.NCCL,
+            "named_ranks": (int(near.group(1)),) if near else (), "detail": "NCCL: mismatched collective"}
+
+
+def _monitored_barrier(head: str, body: str) -> _Fields:
+    ranks = _MB_RANKS.search(head[-200:] + body[:40])
+    named = tuple(int(x) for x in _DIGITS.findall(ranks.group(1))) if ranks else ()
+    ms = _MB_MS.search(body[:120])
+    return {"kind": EventKind.MONITORED_BARRIER, "backend": Backend.GLOO, "op_type": "BARRIER",
+            "timeout_ms": _int(ms.group(1)) if ms else None, "named_ranks": named,
+            "detail": "late ranks: " + ", ".join(map(str, named)) if named else "monitored barrier failed"}
+
+
+def _gloo_timeout(head: str, body: str) -> _Fields:
+    m = _GLOO_TIMEOUT.search(body[:120])
+    return {"kind": EventKind.COLLECTIVE_TIMEOUT, "backend": Backend.GLOO,
+            "timeout_ms": _int(m.group(1)) if m else None, "detail": m.group(2) if m else ""}
+
+
+def _peer_closed(head: str, body: str) -> _Fields:
+    backend = _backend_for_peer(head[-80:] + body[:80], head[-200:] + body[:200])
+    return {"kind": EventKind.PEER_CLOSED, "backend": backend, "detail": " ".join(body[:80].split()).rstrip(".")}
+
+
+def _fixed(kind: EventKind, backend: Backend, detail: str) -> Handler:
+    """A message whose event has no fields beyond its kind, backend and a fixed detail."""
+
+    def handle(head: str, body: str) -> _Fields:
+        return {"kind": kind, "backend": backend, "detail": detail}
+
+    return handle
+
+
+def _store_clients(head: str, body: str) -> _Fields:
+    m = _STORE_CLIENTS.search(body[:160])
+    if m is None:
+        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE}
+    joined, expected = int(m.group(2)), int(m.group(3))
+    return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "timeout_ms": int(m.group(1)) * 1000,
+            "world_size": expected, "detail": f"{joined}/{expected} clients joined"}
+
+
+def _client_socket(head: str, body: str) -> _Fields:
+    m = _CLIENT_SOCKET.search(body[:300])
+    if m is None:
+        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "client socket timed out"}
+    value = int(m.group(1))
+    return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
+            "timeout_ms": value * 1000 if m.group(2) == "s" else value,
+            "detail": f"could not connect to ({m.group(3).strip()})"}
+
+
+def _store_wait(head: str, body: str) -> _Fields:
+    m = _STORE_WAIT.search(body[:60])
+    return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
+            "timeout_ms": _int(m.group(1)) if m else None, "detail": "store wait timeout"}
+
+
+def _dataloader_timeout(head: str, body: str) -> _Fields:
+    m = _DL_SECONDS.search(body[:80])
+    return {"kind": EventKind.DATALOADER_TIMEOUT, "backend": Backend.DATALOADER,
+            "timeout_ms": int(m.group(1)) * 1000 if m else None}
+
+
+def _dataloader_worker(head: str, body: str) -> _Fields:
+    m = _DL_WORKER.search(body[:300])
+    if m is None:
+        return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER}
+    pids = " ".join(m.group(1).replace(",", " ").split())
+    how = f"killed by signal: {m.group(2).strip()}" if m.group(2) else "exited unexpectedly"
+    return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER,
+            "detail": f"worker pid {pids} {how}"}
+
+
+def _open_files(detail: str, always_dataloader: bool) -> Handler:
+    """``Too many open files`` (a DataLoader's when the text around says so) or gloo's ancdata."""
+
+    def handle(head: str, body: str) -> _Fields:
+        dl = (always_dataloader or "Communication with the workers" in body[:200]
+              or "sharing strategy" in body[:400] or "dataloader" in head[-300:].lower())
         return {"kind": EventKind.TOO_MANY_OPEN_FILES, "backend": Backend.DATALOADER if dl else Backend.PROCESS,
-                "detail": "Too many open files" if name == "too_many_files" else "received 0 items of ancdata"}
-    if name == "nccl_error":
-        reason = _search(_NCCL_REASON, body[:500])
-        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL,
-                "detail": " ".join(reason.group(1).split()) if reason else "NCCL error"}
-    if name == "nccl_code":
-        code = _search(_NCCL_CODE, body[:40])
-        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": code.group(1) if code else "NCCL error"}
-    if name == "nccl_warn":
-        text = _search(_NCCL_WARN_TEXT, body[:200])
-        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL,
-                "detail": "NCCL WARN " + " ".join(text.group(1).split()) if text else "NCCL WARN"}
-    if name == "duplicate_gpu":
-        m = _search(_DUP_GPU, body[:200])
-        if m is None:
-            return {"kind": EventKind.DUPLICATE_GPU, "backend": Backend.NCCL, "detail": "duplicate GPU"}
-        return {"kind": EventKind.DUPLICATE_GPU, "backend": Backend.NCCL, "group_rank": int(m.group(1)),
-                "named_ranks": (int(m.group(2)),),
-                "detail": f"rank {m.group(1)} and rank {m.group(2)} on CUDA device {m.group(3)}"}
-    if name == "cuda_error":
-        m = _search(_CUDA_TEXT, body[:160])
-        # a joined wrap can glue the next sentence on ("...encounteredCUDA kernel errors"): cut there
-        text = _GLUED_SENTENCE.split(" ".join(m.group(1).split()), maxsplit=1)[0] if m else ""
-        return {"kind": EventKind.CUDA_ERROR, "backend": Backend.CUDA,
-                "detail": "CUDA error: " + text if text else "CUDA error"}
-    if name == "cuda_oom":
-        return {"kind": EventKind.CUDA_ERROR, "backend": Backend.CUDA, "detail": "CUDA out of memory"}
-    if name == "cuda_failure":
-        m = _search(_CUDA_FAILURE, body[:140])
-        return {"kind": EventKind.CUDA_ERROR, "backend": Backend.NCCL,
-                "detail": f"Cuda failure {m.group(1)} '{m.group(2)}'".replace("  ", " ") if m else "Cuda failure"}
-    if name == "unused":
-        m = _search(_UNUSED_RANK, body[:3000])
-        return {"kind": EventKind.UNUSED_PARAMETERS, "backend": Backend.PROCESS,
-                "named_ranks": (int(m.group(1)),) if m else (),
-                "detail": "DDP: parameters did not receive gradients (unused parameters)"}
-    if name == "elastic_rank":
-        m = _search(_ELASTIC_RANK, body[:80])
-        if m is None:
-            return None
-        return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "rank": int(m.group(1)),
-                "local_rank": int(m.group(2)), "detail": "launcher: process exited"}
-    if name == "elastic_failed":
-        m = _search(_ELASTIC_FAILED, body[:120])
-        if m is None:
-            return None
-        return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "local_rank": int(m.group(2)),
-                "detail": f"launcher: local_rank {m.group(2)} failed with exitcode {m.group(1)}"}
-    if name == "spawn_process":
-        m = _search(_SPAWN, body[:160])
-        if m is None:
-            return None
-        return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "rank": int(m.group(1)),
-                "detail": f"process {m.group(1)} terminated with {m.group(2).strip()}"}
-    return None
+                "detail": detail}
+
+    return handle
+
+
+def _nccl_error(head: str, body: str) -> _Fields:
+    reason = _NCCL_REASON.search(body[:500])
+    return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL,
+            "detail": " ".join(reason.group(1).split()) if reason else "NCCL error"}
+
+
+def _nccl_code(head: str, body: str) -> _Fields:
+    code = _NCCL_CODE.search(body[:40])
+    return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": code.group(1) if code else "NCCL error"}
+
+
+def _nccl_warn(head: str, body: str) -> _Fields:
+    text = _NCCL_WARN_TEXT.search(body[:200])
+    return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL,
+            "detail": "NCCL WARN " + " ".join(text.group(1).split()) if text else "NCCL WARN"}
+
+
+def _duplicate_gpu(head: str, body: str) -> _Fields:
+    m = _DUP_GPU.search(body[:200])
+    if m is None:
+        return {"kind": EventKind.DUPLICATE_GPU, "backend": Backend.NCCL, "detail": "duplicate GPU"}
+    return {"kind": EventKind.DUPLICATE_GPU, "backend": Backend.NCCL, "group_rank": int(m.group(1)),
+            "named_ranks": (int(m.group(2)),),
+            "detail": f"rank {m.group(1)} and rank {m.group(2)} on CUDA device {m.group(3)}"}
+
+
+def _cuda_error(head: str, body: str) -> _Fields:
+    m = _CUDA_TEXT.search(body[:160])
+    # a joined wrap can glue the next sentence on ("...encounteredCUDA kernel errors"): cut there
+    text = _GLUED_SENTENCE.split(" ".join(m.group(1).split()), maxsplit=1)[0] if m else ""
+    return {"kind": EventKind.CUDA_ERROR, "backend": Backend.CUDA, "detail": "CUDA error: " + text if text else "CUDA error"}
+
+
+def _cuda_failure(head: str, body: str) -> _Fields:
+    m = _CUDA_FAILURE.search(body[:140])
+    return {"kind": EventKind.CUDA_ERROR, "backend": Backend.NCCL,
+            "detail": f"Cuda failure {m.group(1)} '{m.group(2)}'".replace("  ", " ") if m else "Cuda failure"}
+
+
+def _unused_parameters(head: str, body: str) -> _Fields:
+    m = _UNUSED_RANK.search(body[:3000])
+    return {"kind": EventKind.UNUSED_PARAMETERS, "backend": Backend.PROCESS,
+            "named_ranks": (int(m.group(1)),) if m else (),
+            "detail": "DDP: parameters did not receive gradients (unused parameters)"}
+
+
+def _elastic_rank(head: str, body: str) -> _Fields | None:
+    m = _ELASTIC_RANK.search(body[:80])
+    if m is None:
+        return None
+    return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "rank": int(m.group(1)),
+            "local_rank": int(m.group(2)), "detail": "launcher: process exited"}
+
+
+def _elastic_failed(head: str, body: str) -> _Fields | None:
+    m = _ELASTIC_FAILED.search(body[:120])
+    if m is None:
+        return None
+    return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "local_rank": int(m.group(2)),
+            "detail": f"launcher: local_rank {m.group(2)} failed with exitcode {m.group(1)}"}
+
+
+def _spawn_process(head: str, body: str) -> _Fields | None:
+    m = _SPAWN.search(body[:160])
+    if m is None:
+        return None
+    return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "rank": int(m.group(1)),
+            "detail": f"process {m.group(1)} terminated with {m.group(2).strip()}"}
+
+
+# --------------------------------------------------------------------------------------------
+# the anchors: one record per recognised message
+# --------------------------------------------------------------------------------------------
+
+
+class StateChange(str, enum.Enum):
+    """What an anchor that makes no event of its own changes in the parser's state."""
+
+    #: ``Root Cause (first observed failure):``: the next launcher rank block is the root cause
+    ROOT_CAUSE_NEXT = "root_cause_next"
+    #: ``exitcode : 1 (pid: …)`` under a launcher rank block: added to that event's detail
+    EXITCODE = "exitcode"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One message the parser recognises.
+
+    ``pattern`` starts with a literal and has only bounded repeats. ``keywords``: substrings one of
+    which every match contains (the cheap prefilter: plain ``in`` checks are ~100x faster than
+    the combined regex on ordinary lines); each must be a single word of the pattern, so that a
+    terminal wrap (which may add or remove whitespace between words) cannot break it.
+    ``example`` is a minimal text the anchor matches (the tests check each one).
+    """
+
+    name: str
+    pattern: str
+    keywords: tuple[str, ...]
+    example: str
+    #: fields of the event; ``None`` for an anchor that only changes parser state
+    handle: Handler | None
+    state: StateChange | None = None
+    #: dropped when a more specific anchor follows within ``_SPECIFIC_AFTER`` characters
+    generic: bool = False
+
+
+def _anchor(name: str, pattern: str, keywords: str | tuple[str, ...], example: str, handle: Handler | None,
+            state: StateChange | None = None, generic: bool = False) -> Anchor:
+    return Anchor(name, pattern, (keywords,) if isinstance(keywords, str) else keywords, example, handle,
+                  state=state, generic=generic)
+
+
+_K, _B = EventKind, Backend
+ANCHORS: tuple[Anchor, ...] = (
+    _anchor("watchdog_timeout", _words("Watchdog caught collective operation timeout"), "Watchdog",
+            "Watchdog caught collective operation timeout", _nccl_timeout("watchdog", own_window=True)),
+    _anchor("blocking_wait", _words("timed out in blocking wait"), "blocking",
+            "Work WorkNCCL(SeqNum=1) timed out in blocking wait", _nccl_timeout("blocking wait", own_window=False)),
+    _anchor("async_exception", _words("raised the following async exception"), "async",
+            "Collective WorkNCCL(SeqNum=1) raised the following async exception: x", _async_exception),
+    _anchor("status_new", _words("failure detected by watchdog at work sequence id"), "watchdog",
+            "failure detected by watchdog at work sequence id: 3", _pg_status),
+    _anchor("status_mid", _words("Exception (either an error or timeout) detected by watchdog at work"), "watchdog",
+            "Exception (either an error or timeout) detected by watchdog at work: 3", _pg_status),
+    _anchor("status_old", _words("Timeout at NCCL work") + r"\s{0,4}:", "Timeout",
+            "Timeout at NCCL work: 3, last enqueued NCCL work: 3", _pg_status),
+    _anchor("dump_signal", _words("Received a dump signal"), "dump",
+            "Received a dump signal due to a collective timeout from rank 1", _dump_signal),
+    _anchor("timeout_signal", _words("Received a timeout signal"), "signal",
+            "Received a timeout signal from this local rank", _dump_signal),
+    _anchor("fr_prepare", _words("preparing to dump debug info"), "dump",
+            "ProcessGroupNCCL preparing to dump debug info.", _fr_prepare),
+    _anchor("fr_stack", _words("Stack trace of the failed collective"), "Stack",
+            "Stack trace of the failed collective: ", _fr_stack),
+    _anchor("fr_written", _words("Finished writing Flight Recorder debug info to"), "Recorder",
+            "Finished writing Flight Recorder debug info to x", _fr_written),
+    _anchor("watchdog_stuck", r"watchdog" + _S + r"got" + _S + r"stuck" + _S + r"for", "watchdog",
+            "ProcessGroupNCCL's watchdog got stuck for 480 seconds", _watchdog_stuck),
+    # TORCH_NCCL_DESYNC_DEBUG report (c10d/TraceUtils.h retrieveDesyncReport)
+    _anchor("desync_timeout", _words("Timeout at collective") + r"\s{0,4}:", "collective",
+            "[0] Timeout at collective: ALLREDUCE, #5", _desync_timeout),
+    _anchor("desync_missing", _words("are the lagging ranks"), "lagging",
+            "ranks [1] are the lagging ranks that caused this timeout", _desync_ranks("never joined any collective")),
+    _anchor("desync_joined", r"joined" + _S + r"but" + _S + r"didn'?t" + _S + r"finish" + _S + r"collective",
+            "finish", "[1] joined but didn't finish collective #5",
+            _desync_ranks("joined but did not finish the collective")),
+    _anchor("desync_finished", r"but" + _S + r"didn'?t" + _S + r"join" + _S + r"collective", "join",
+            "[2] finished collective #4, but didn't join collective #5",
+            _desync_ranks("finished the previous collective but did not join this one")),
+    _anchor("heartbeat", _words("Heartbeat monitor timed out"), "Heartbeat",
+            "Heartbeat monitor timed out! Process will be terminated", _heartbeat),
+    _anchor("mismatch", _words("Detected mismatch between collectives"), "mismatch",
+            "Detected mismatch between collectives on ranks.", _fingerprint_mismatch),
+    _anchor("nccl_mismatch", _words("Mismatched collective detected"), "Mismatched",
+            "NCCL WARN Mismatched collective detected, please check rank 3", _nccl_mismatch),
+    _anchor("monitored", r"failed" + _S + r"to" + _S + r"pass" + _S + r"monitoredBarrier", "monitoredBarrier",
+            "Rank 1 failed to pass monitoredBarrier in 2000 ms", _monitored_barrier),
+    _anchor("monitored_timeout", _words("timed out in monitoredBarrier"), "monitoredBarrier",
+            "Rank 1 timed out in monitoredBarrier after 2000 ms", _monitored_barrier),
+    _anchor("gloo_timeout", r"Timed" + _S + r"out" + _S + r"waiting" + _S + r"\d{1,12}" + _S + r"ms" + _S
+            + r"for" + _S + r"(?:recv|send)", "waiting",
+            "Timed out waiting 2000ms for recv operation to complete", _gloo_timeout),
+    _anchor("peer_closed", r"Connection" + _S + r"(?:closed|reset)" + _S + r"by" + _S + r"(?:remote" + _S + r")?peer",
+            "Connection", "Connection closed by peer [127.0.0.1]:1", _peer_closed),
+    _anchor("pair_closure", _words("Application timeout caused pair closure"), "closure",
+            "Application timeout caused pair closure",
+            _fixed(_K.PEER_CLOSED, _B.GLOO, "Application timeout caused pair closure (group dead after a timeout)")),
+    _anchor("store_clients", r"Timed" + _S + r"out" + _S + r"after" + _S + r"\d{1,12}" + _S + r"seconds"
+            + _S + r"waiting" + _S + r"for" + _S + r"(?:clients|workers)", "waiting",
+            "Timed out after 601 seconds waiting for clients. 1/2 clients joined.", _store_clients),
+    _anchor("socket_timeout", _words("Socket Timeout"), "Timeout", "RuntimeError: Socket Timeout",
+            _fixed(_K.STORE_TIMEOUT, _B.STORE, "Socket Timeout")),
+    _anchor("client_socket", _words("client socket has timed out after"), "socket",
+            "The client socket has timed out after 600s while trying to connect to (h, 1).", _client_socket),
+    _anchor("store_wait", r"wait" + _S + r"timeout" + _S + r"after" + _S + r"\d{1,12}" + _S + r"ms", "timeout",
+            "wait timeout after 1800000ms, keys: x", _store_wait),
+    _anchor("store_key", _words("Timeout waiting for key"), "waiting", "Timeout waiting for key: x",
+            _fixed(_K.STORE_TIMEOUT, _B.STORE, "timeout waiting for key")),
+    _anchor("rdzv_timeout", r"RendezvousTimeoutError", "RendezvousTimeoutError", "RendezvousTimeoutError",
+            _fixed(_K.STORE_TIMEOUT, _B.STORE, "rendezvous timeout")),
+    _anchor("recv_zero", _words("Failed to recv, got 0 bytes"), "recv", "Failed to recv, got 0 bytes",
+            _fixed(_K.PEER_CLOSED, _B.STORE, "store: failed to recv, got 0 bytes")),
+    _anchor("dl_timeout", _words("DataLoader timed out after"), "DataLoader", "DataLoader timed out after 5 seconds",
+            _dataloader_timeout),
+    _anchor("dl_worker", r"DataLoader" + _S + r"worker" + _S + r"\(" + _S + r"pid", "DataLoader",
+            "DataLoader worker (pid 12) is killed by signal: Killed.", _dataloader_worker),
+    _anchor("too_many_files", _words("Too many open files"), "files", "Too many open files",
+            _open_files("Too many open files", always_dataloader=False)),
+    _anchor("ancdata", _words("received 0 items of ancdata"), "ancdata", "received 0 items of ancdata",
+            _open_files("received 0 items of ancdata", always_dataloader=True)),
+    _anchor("nccl_error", r"NCCL" + _S + r"error" + _S + r"(?:in" + _S + r")?:", "error",
+            "NCCL error in: x.cpp:1, unhandled system error, NCCL version 2", _nccl_error),
+    _anchor("nccl_code", r"nccl(?:SystemError|UnhandledCudaError|RemoteError|InternalError|InvalidUsage"
+            r"|InvalidArgument|InProgress)\b",
+            ("ncclSystem", "ncclUnhandled", "ncclRemote", "ncclInternal", "ncclInvalid", "ncclInProgress"), "ncclRemoteError: A call failed", _nccl_code),
+    _anchor("nccl_warn", r"NCCL" + _S + r"WARN\b", "WARN", "h:1:2 [0] NCCL WARN Net : Call to recv failed",
+            _nccl_warn, generic=True),
+    _anchor("duplicate_gpu", _words("Duplicate GPU detected"), "Duplicate",
+            "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000", _duplicate_gpu),
+    _anchor("cuda_error", r"CUDA" + _S + r"error" + _S + r":", "error",
+            "CUDA error: an illegal memory access was encountered", _cuda_error),
+    _anchor("cuda_oom", _words("CUDA out of memory"), "memory", "CUDA out of memory. Tried to allocate",
+            _fixed(_K.CUDA_ERROR, _B.CUDA, "CUDA out of memory")),
+    _anchor("cuda_failure", r"Cuda" + _S + r"failure", "Cuda", "Cuda failure 1 'invalid argument'", _cuda_failure),
+    _anchor("unused", _words("Expected to have finished reduction in the prior iteration"), "reduction",
+            "Expected to have finished reduction in the prior iteration before starting a new one.",
+            _unused_parameters),
+    _anchor("elastic_rank", r"rank\s{0,8}:\s{0,4}\d{1,7}\s{0,4}\(\s{0,4}local_rank", "local_rank",
+            "  rank      : 1 (local_rank: 1)", _elastic_rank),
+    _anchor("elastic_exit", r"exitcode\s{0,8}:\s{0,4}-?\d{1,5}", "exitcode", "  exitcode  : 1 (pid: 3957)",
+            None, state=StateChange.EXITCODE),
+    _anchor("elastic_failed", r"failed" + _S + r"\(" + _S + r"exitcode" + _S + r":", "exitcode",
+            "failed (exitcode: 1) local_rank: 0 (pid: 3956) of binary: python", _elastic_failed),
+    _anchor("root_cause", _words("Root Cause (first observed failure)"), "Root",
+            "Root Cause (first observed failure):", None, state=StateChange.ROOT_CAUSE_NEXT),
+    _anchor("spawn_process", r"--" + _S + r"Process" + _S + r"\d{1,7}" + _S + r"terminated" + _S + r"with",
+            "terminated", "-- Process 3 terminated with the following error:", _spawn_process),
+)
+del _K, _B
+
+#: anchor name -> anchor
+_BY_NAME: dict[str, Anchor] = {a.name: a for a in ANCHORS}
+_ANCHOR_RE = re.compile("|".join(f"(?P<{a.name}>{a.pattern})" for a in ANCHORS))
+#: a record is matched against ``_ANCHOR_RE`` only if it contains one of these
+_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(k for a in ANCHORS for k in a.keywords))
+#: a block of records none of which contains one of these can be skipped as a whole
+_LOOK_KEYWORDS: tuple[str, ...] = _KEYWORDS + ("distributed", "backward(", "Error", "Exception")
+_BLOCK_RECORDS = 64
+
+
+def _may_match(text: str, keywords: tuple[str, ...] = _KEYWORDS) -> bool:
+    for keyword in keywords:
+        if keyword in text:
+            return True
+    return False
 
 
 def _is_source_code(head: str, body: str) -> bool:
@@ -793,10 +894,7 @@ def _is_source_code(head: str, body: str) -> bool:
     return "raise " in head[-120:] or "{}" in near or "%s" in near or "%d" in near or "{0}" in near
 
 
-# anchors that only change parser state
-_STATE_ONLY = frozenset({"elastic_exit", "root_cause"})
 # a generic anchor is dropped when a more specific one follows within this many characters
-_GENERIC = frozenset({"nccl_warn"})
 _SPECIFIC_AFTER = 240
 
 
@@ -861,6 +959,63 @@ _OP_FROM_CONTEXT = frozenset(
 )
 
 
+def _find_anchors(text: str) -> list[tuple[Anchor, int, int]]:
+    """Every anchor match in ``text`` (at most ``MAX_EVENTS_PER_RECORD``): (anchor, start, end)."""
+    matches: list[tuple[Anchor, int, int]] = []
+    if _may_match(text):
+        for m in _ANCHOR_RE.finditer(text):
+            matches.append((_BY_NAME[m.lastgroup or ""], m.start(), m.end()))
+            if len(matches) >= MAX_EVENTS_PER_RECORD:
+                break
+    return matches
+
+
+def _change_state(anchor: Anchor, state: _State, events: list[Event], text: str, start: int, line_no: int) -> None:
+    """Apply a state-only anchor (see :class:`StateChange`)."""
+    if anchor.state is StateChange.ROOT_CAUSE_NEXT:
+        state.root_cause_pending = True
+        return
+    last = events[-1] if events else None
+    if last is None or last.kind is not EventKind.PROCESS_EXIT or line_no - last.line_no > 3:
+        return
+    m = _ELASTIC_EXIT.search(text[start:start + 120])
+    if m is not None and "exitcode" not in last.detail:
+        sig = f" ({m.group(2)})" if m.group(2) else ""
+        events[-1] = replace(last, detail=f"{last.detail}, exitcode {m.group(1)}{sig}")
+
+
+def _shadowed(index: int, matches: list[tuple[Anchor, int, int]]) -> bool:
+    """A generic anchor (``NCCL WARN``) followed closely by a specific one makes no event."""
+    anchor, start, _ = matches[index]
+    return anchor.generic and any(
+        later_start - start <= _SPECIFIC_AFTER and not later.generic and later.handle is not None
+        for later, later_start, _ in matches[index + 1:index + 4]
+    )
+
+
+def _head_for(head_text: str, record_head: _Head) -> _Head:
+    """Prefixes just before a match, completed from the start of its record."""
+    head = _read_head(head_text)
+    if head.rank is None and head.local_rank is None:
+        head = replace(head, rank=record_head.rank, local_rank=record_head.local_rank)
+    if head.timestamp is None:
+        head = replace(head, timestamp=record_head.timestamp)
+    if head.pg_id is None and record_head.pg_id is not None and head.group_rank is None:
+        head = replace(head, pg_id=record_head.pg_id, pg_name=record_head.pg_name, group_rank=record_head.group_rank)
+    return head
+
+
+def _exception_only(record: Record, state: _State, events: list[Event], ctx_rank: int | None) -> None:
+    """A record with no anchor: a Python exception line, if it holds one."""
+    if "Error" not in record.text and "Exception" not in record.text:
+        return
+    record_head = _read_head(record.text[:300])
+    fields = _exception_event(record, record_head)
+    if fields is not None:
+        offset = int(fields.get("_offset", 0))  # type: ignore[call-overload]
+        events.append(_make_event(fields, record_head, record, offset, ctx_rank, state))
+
+
 def _events_in_record(record: Record, state: _State, events: list[Event]) -> None:
     """Append the events of one record to ``events`` (which holds every earlier event)."""
     text = record.text
@@ -873,63 +1028,36 @@ def _events_in_record(record: Record, state: _State, events: list[Event]) -> Non
         state.prefix_rank = (int(prefix.group(1)), line_no)
     if "distributed" in text or "backward(" in text:
         _update_frames(state, text, int(prefix.group(1)) if prefix else ctx_rank, line_no)
-    matches = []
-    if _may_match(text):
-        for m in _ANCHOR_RE.finditer(text):
-            matches.append((m.lastgroup or "", m.start(), m.end()))
-            if len(matches) >= MAX_EVENTS_PER_RECORD:
-                break
+    matches = _find_anchors(text)
     if not matches:
-        if "Error" in text or "Exception" in text:
-            record_head = _read_head(text[:300])
-            fields = _exception_event(record, record_head)
-            if fields is not None:
-                offset = int(fields.get("_offset", 0))  # type: ignore[call-overload]
-                events.append(_make_event(fields, record_head, record, offset, ctx_rank, state))
+        _exception_only(record, state, events, ctx_rank)
         return
     record_head = _read_head(text[:300])
     prev_end = 0
-    for index, (name, start, end) in enumerate(matches):
-        if name in _STATE_ONLY:
-            if name == "root_cause":
-                state.root_cause_pending = True
-            elif events and events[-1].kind is EventKind.PROCESS_EXIT and line_no - events[-1].line_no <= 3:
-                m = _search(_ELASTIC_EXIT, text[start:start + 120])
-                if m is not None and "exitcode" not in events[-1].detail:
-                    sig = f" ({m.group(2)})" if m.group(2) else ""
-                    events[-1] = replace(events[-1], detail=f"{events[-1].detail}, exitcode {m.group(1)}{sig}")
+    for index, (anchor, start, end) in enumerate(matches):
+        if anchor.handle is None:
+            _change_state(anchor, state, events, text, start, line_no)
             prev_end = end
             continue
-        if name in _GENERIC and any(
-            later_start - start <= _SPECIFIC_AFTER and later_name not in _GENERIC | _STATE_ONLY
-            for later_name, later_start, _ in matches[index + 1:index + 4]
-        ):
+        if _shadowed(index, matches):
             continue
         head_text = text[max(prev_end, start - _HEAD_CHARS):start]
         body = text[start:start + _BODY_CHARS]
-        if _is_source_code(head_text, body):
-            prev_end = end
-            continue
-        fields = _handle(name, head_text, body)
         prev_end = end
+        if _is_source_code(head_text, body):
+            continue
+        fields = anchor.handle(head_text, body)
         if fields is None:
             continue
-        head = _read_head(head_text)
-        if head.rank is None and head.local_rank is None:
-            head = replace(head, rank=record_head.rank, local_rank=record_head.local_rank)
-        if head.timestamp is None:
-            head = replace(head, timestamp=record_head.timestamp)
-        if head.pg_id is None and record_head.pg_id is not None and head.group_rank is None:
-            head = replace(head, pg_id=record_head.pg_id, pg_name=record_head.pg_name,
-                           group_rank=record_head.group_rank)
-        if fields["kind"] is EventKind.PROCESS_EXIT and state.root_cause_pending and name == "elastic_rank":
+        head = _head_for(head_text, record_head)
+        if anchor.name == "elastic_rank" and state.root_cause_pending:
             fields["detail"] = "launcher: root cause (first observed failure)"
             state.root_cause_pending = False
         if (fields["kind"] is EventKind.DESYNC_REPORT and head.rank is None and state.prefix_rank is not None
                 and line_no - state.prefix_rank[1] <= 12):
             head = replace(head, rank=state.prefix_rank[0])  # continuation line of a multi-line LOG(ERROR)
         events.append(_make_event(fields, head, record, start, ctx_rank, state))
-        if name == "spawn_process" and events[-1].rank is not None:
+        if anchor.name == "spawn_process" and events[-1].rank is not None:
             state.spawn_rank = (events[-1].rank, events[-1].line_no + _CONTEXT_LINES)
 
 
