@@ -36,11 +36,12 @@ from nccl_workbook.triage.events import FAILURE_KINDS, Event, EventKind
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["RankStatus", "RankRow", "JobSummary", "summarize"]
+__all__ = ["LogRankState", "RankRow", "JobSummary", "summarize"]
 
 
-class RankStatus(str, enum.Enum):
-    """What one rank's first failure says about it."""
+class LogRankState(str, enum.Enum):
+    """What one rank's first failure in a log says about it (not to be confused with
+    :class:`nccl_workbook.results.RankStatus`, the outcome of a rank in a workbook run)."""
 
     #: waited in a collective until the timeout
     TIMEOUT = "timeout"
@@ -58,14 +59,14 @@ class RankStatus(str, enum.Enum):
     SILENT = "silent"
 
 
-_STATUS_OF_KIND: dict[EventKind, RankStatus] = {
-    EventKind.COLLECTIVE_TIMEOUT: RankStatus.TIMEOUT,
-    EventKind.PG_STATUS: RankStatus.TIMEOUT,
-    EventKind.MONITORED_BARRIER: RankStatus.TIMEOUT,
-    EventKind.PEER_CLOSED: RankStatus.PEER_CLOSED,
-    EventKind.WATCHDOG_STUCK: RankStatus.STUCK,
-    EventKind.HEARTBEAT: RankStatus.STUCK,
-    EventKind.STORE_TIMEOUT: RankStatus.STORE,
+_STATUS_OF_KIND: dict[EventKind, LogRankState] = {
+    EventKind.COLLECTIVE_TIMEOUT: LogRankState.TIMEOUT,
+    EventKind.PG_STATUS: LogRankState.TIMEOUT,
+    EventKind.MONITORED_BARRIER: LogRankState.TIMEOUT,
+    EventKind.PEER_CLOSED: LogRankState.PEER_CLOSED,
+    EventKind.WATCHDOG_STUCK: LogRankState.STUCK,
+    EventKind.HEARTBEAT: LogRankState.STUCK,
+    EventKind.STORE_TIMEOUT: LogRankState.STORE,
 }
 
 # kinds that say "this rank itself went wrong" (as opposed to waiting for someone)
@@ -91,7 +92,7 @@ class RankRow:
     """One rank's part in the failure."""
 
     rank: int
-    status: RankStatus
+    status: LogRankState
     #: the kind and line of the rank's first failure (``None`` when silent)
     first_kind: EventKind | None
     first_line: int | None
@@ -313,13 +314,13 @@ def summarize(events: list[Event] | tuple[Event, ...]) -> JobSummary:
         first_error = next((e for e in mine_failures if e.kind in _ERROR_KINDS), None)
         first_wait = next((e for e in mine_failures if e.kind in _STATUS_OF_KIND), None)
         if first is None:
-            status = RankStatus.BEHIND if rank in behind else RankStatus.SILENT
+            status = LogRankState.BEHIND if rank in behind else LogRankState.SILENT
         elif first_error is not None and (first_wait is None or first_error.line_no <= first_wait.line_no):
-            status = RankStatus.ERROR  # this rank went wrong before (or without) waiting for anyone
+            status = LogRankState.ERROR  # this rank went wrong before (or without) waiting for anyone
         elif first_wait is not None:
             status = _STATUS_OF_KIND[first_wait.kind]
         else:
-            status = RankStatus.ERROR
+            status = LogRankState.ERROR
         timeout = next((e for e in mine if e.kind is EventKind.COLLECTIVE_TIMEOUT), None)
         stat = status_by_rank.get(rank)
         source = timeout or first

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.triage.events import Event, events_frame
 from nccl_workbook.triage.findings import Finding, rank_causes
-from nccl_workbook.triage.job import JobSummary, RankStatus, _fmt, summarize
+from nccl_workbook.triage.job import JobSummary, LogRankState, _fmt, summarize
 from nccl_workbook.triage.parser import MAX_EVENTS, parse_log
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,7 +118,7 @@ def _what_happened(report: TriageReport) -> str:
             extra.append(f"NumelIn={s.failed_numel}")
         if s.timeout_ms:
             extra.append(f"timeout {s.timeout_ms / 1000:g} s")
-        waiting = [r.rank for r in s.per_rank if r.status in (RankStatus.TIMEOUT, RankStatus.PEER_CLOSED)]
+        waiting = [r.rank for r in s.per_rank if r.status in (LogRankState.TIMEOUT, LogRankState.PEER_CLOSED)]
         who = f" on rank(s) {_fmt(waiting)}" if waiting else ""
         parts.append(f"{what} ({', '.join(extra)}) failed{who}." if extra else f"{what} failed{who}.")
     if s.earliest is not None:
