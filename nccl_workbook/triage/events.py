@@ -71,8 +71,14 @@ class EventKind(str, enum.Enum):
     MONITORED_BARRIER = "monitored_barrier"
     #: gloo "Connection closed by peer", "Connection reset by peer", NCCL "closed by remote peer"
     PEER_CLOSED = "peer_closed"
-    #: TCPStore / rendezvous timeouts ("k/n clients joined", "Socket Timeout", client socket)
+    #: TCPStore / rendezvous timeouts ("k/n clients joined", "Socket Timeout", client socket, the
+    #: store based barrier of ``init_process_group``, the NCCL unique id never published by rank 0)
     STORE_TIMEOUT = "store_timeout"
+    #: "Waiting in store based barrier ..." progress line: who had arrived so far (not a failure)
+    STORE_WAITING = "store_waiting"
+    #: a connection could not be opened while setting up: the store client ("failed to connect",
+    #: "Connection refused"), gloo's full mesh (``connectFullMesh``), the rendezvous backend
+    CONNECT_FAILED = "connect_failed"
     DATALOADER_TIMEOUT = "dataloader_timeout"
     DATALOADER_WORKER_DIED = "dataloader_worker_died"
     TOO_MANY_OPEN_FILES = "too_many_open_files"
@@ -107,6 +113,7 @@ FAILURE_KINDS: frozenset[EventKind] = frozenset(
         EventKind.MONITORED_BARRIER,
         EventKind.PEER_CLOSED,
         EventKind.STORE_TIMEOUT,
+        EventKind.CONNECT_FAILED,
         EventKind.DATALOADER_TIMEOUT,
         EventKind.DATALOADER_WORKER_DIED,
         EventKind.TOO_MANY_OPEN_FILES,
@@ -156,6 +163,13 @@ class Event:
     named_ranks: tuple[int, ...] = ()
     #: world size when the message states it (``1/4 clients joined`` -> 4)
     world_size: int | None = None
+    #: how many ranks had arrived when the message was printed (``1/4 clients joined`` -> 1,
+    #: ``num_workers_joined=3`` / ``worker_count=3`` of the store based barrier -> 3)
+    arrived: int | None = None
+    #: the TCPStore key waited for (``store_based_barrier_key:1``, ``/default_pg/0//cpu//0/1``)
+    store_key: str | None = None
+    #: ``host:port`` a connection was tried to (store master, gloo peer)
+    address: str | None = None
     #: short specifics: NCCL error code, exception type and text, signal, ``recv``/``send``
     detail: str = ""
     #: the glog / launcher timestamp as printed (``E1206 18:44:12.715298746``), for reading only
@@ -192,8 +206,9 @@ _INT_COLUMNS = (
     "group_rank",
     "local_rank",
     "world_size",
+    "arrived",
 )
-_STRING_COLUMNS = ("backend", "kind", "op_type", "pg_name", "line", "detail", "timestamp")
+_STRING_COLUMNS = ("backend", "kind", "op_type", "pg_name", "line", "detail", "timestamp", "store_key", "address")
 
 
 def events_frame(events: list[Event] | tuple[Event, ...]) -> pd.DataFrame:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from nccl_workbook.triage.events import Event, EventKind
+from nccl_workbook.triage.events import Backend, Event, EventKind
 from nccl_workbook.triage.job import JobSummary, _fmt
 
 __all__ = [
@@ -147,6 +147,9 @@ _EXCEPTION_UNRANKED_PENALTY = 0.15
 _PEER_GONE_NAMED = 0.55
 _PEER_GONE = 0.4
 _STORE = 0.85
+_STORE_NAMES_LATE_RANK = 0.9
+_STORE_GONE = 0.6
+_CONNECT_FAILED = 0.8
 _DUPLICATE_GPU = 0.95
 _NCCL_ERROR = 0.7
 _NCCL_ERROR_WITH_TIMEOUTS = 0.55
@@ -223,8 +226,14 @@ class Evidence:
     unused: tuple[Event, ...]
     #: Python exceptions and CUDA errors
     raised: tuple[Event, ...]
+    #: peers that closed a connection, the store's excepted
     closed: tuple[Event, ...]
     store: tuple[Event, ...]
+    #: "Waiting in store based barrier" progress lines
+    store_waiting: tuple[Event, ...]
+    #: the store's connection lost (its server process is gone)
+    store_gone: tuple[Event, ...]
+    connect_failed: tuple[Event, ...]
     duplicate_gpu: tuple[Event, ...]
     nccl: tuple[Event, ...]
     stuck: tuple[Event, ...]
@@ -248,8 +257,11 @@ class Evidence:
             mismatches=_of(events, EventKind.COLLECTIVE_MISMATCH),
             unused=_of(events, EventKind.UNUSED_PARAMETERS),
             raised=_of(events, EventKind.PYTHON_EXCEPTION, EventKind.CUDA_ERROR),
-            closed=_of(events, EventKind.PEER_CLOSED),
+            closed=tuple(e for e in _of(events, EventKind.PEER_CLOSED) if e.backend is not Backend.STORE),
             store=_of(events, EventKind.STORE_TIMEOUT),
+            store_waiting=_of(events, EventKind.STORE_WAITING),
+            store_gone=tuple(e for e in _of(events, EventKind.PEER_CLOSED) if e.backend is Backend.STORE),
+            connect_failed=_of(events, EventKind.CONNECT_FAILED),
             duplicate_gpu=_of(events, EventKind.DUPLICATE_GPU),
             nccl=_of(events, EventKind.NCCL_ERROR),
             stuck=_of(events, EventKind.WATCHDOG_STUCK, EventKind.HEARTBEAT),
@@ -314,6 +326,9 @@ def _dataloader_stall(ev: Evidence, _found: Found) -> Iterator[Finding]:
     reason += "."
     if any("Killed" in e.detail for e in died):
         reason += " 'Killed' usually means the host's out-of-memory killer."
+    if any("us error" in e.detail for e in died):
+        reason += (" A bus error in a worker means shared memory (/dev/shm) ran out: raise it (docker "
+                   "`--shm-size`, the pod's memory-backed /dev/shm) or use fewer workers / a smaller prefetch.")
     yield Finding(
         title="Input pipeline stalled on one rank",
         scenario="dataloader-stall",
@@ -456,11 +471,106 @@ def _peer_went_away(ev: Evidence, _found: Found) -> Iterator[Finding]:
     )
 
 
+_RENDEZVOUS_FIX = ("Check that every node ran the launcher with the same world size and MASTER_ADDR/MASTER_PORT, "
+                   "that the port is reachable (`nc -zv host port`), and the first failure on the missing node; "
+                   "a stale process from a previous run can also hold the port.")
+_LATE_TO_INIT_FIX = ("Make every rank reach `init_process_group` together: do slow per-rank preparation (data "
+                     "download, tokenising, cache building) before the launcher starts the ranks, or after init on "
+                     "every rank; or give init a longer `timeout=` than that preparation.")
+
+
 def _rendezvous(ev: Evidence, _found: Found) -> Iterator[Finding]:
+    """Store timeouts: the job never got going. The most specific evidence speaks."""
     store = ev.store
     if not store:
         return
+    named = tuple(sorted({r for e in store for r in e.named_ranks if r not in _ranks(store)}))
+    barrier = next((e for e in store + ev.store_waiting if e.arrived is not None and e.world_size is not None
+                    and (e.store_key or "").startswith("store_based_barrier")), None)
+    unique_id = next((e for e in store if e.detail.startswith("NCCL unique id")), None)
     joined = next((e for e in store if e.world_size is not None), None)
+    connect = next((e for e in store if e.address is not None), None)
+    if unique_id is not None:
+        yield _unique_id_finding(ev, unique_id)
+    elif named:
+        yield _late_to_init_finding(ev, named, store)
+    elif barrier is not None:
+        yield _store_barrier_finding(ev, barrier)
+    elif connect is not None and joined is None:
+        yield _store_unreachable_finding(ev, connect)
+    else:
+        yield _store_generic_finding(ev, joined)
+
+
+def _late_to_init_finding(ev: Evidence, late: tuple[int, ...], store: tuple[Event, ...]) -> Finding:
+    waiting = _ranks(store)
+    first = next(e for e in store if e.named_ranks)
+    return Finding(
+        title="A rank reached init_process_group too late",
+        scenario=None,
+        reason=(f"{_who(waiting).capitalize() if waiting else 'A rank'} timed out in the group's set-up waiting for "
+                f"{_who(late)} (store key {first.store_key}, line {first.line_no}): {_who(late)} had not published "
+                "its address, so it reached `init_process_group` later than the init timeout allows (slow "
+                "preparation before init, a crash before it). The ranks that failed first are its victims."),
+        fix=_LATE_TO_INIT_FIX,
+        score=_STORE_NAMES_LATE_RANK,
+        culprit_ranks=late,
+        evidence_lines=_lines(store),
+    )
+
+
+def _store_barrier_finding(ev: Evidence, barrier: Event) -> Finding:
+    world, arrived = barrier.world_size or 0, barrier.arrived or 0
+    arrived_ranks = _ranks(e for e in ev.store + ev.store_waiting if e.arrived is not None)
+    missing = tuple(r for r in range(world) if r not in arrived_ranks) if len(arrived_ranks) == arrived else ()
+    return Finding(
+        title="Ranks never arrived at init's store based barrier",
+        scenario=None,
+        reason=(f"The store based barrier of process-group init timed out (line {barrier.line_no}): {arrived} of "
+                f"{world} ranks arrived, {world - arrived} never did"
+                + (f" ({_who(missing)})" if missing else "") + ". A rank that is slow to reach "
+                "`init_process_group` (data preparation, downloads before init), crashed before it, or runs with "
+                "another world size or MASTER_ADDR/PORT keeps the others at the barrier until the init timeout."),
+        fix=_LATE_TO_INIT_FIX + " Check the missing ranks' own output first.",
+        score=_STORE,
+        culprit_ranks=missing,
+        evidence_lines=_lines(ev.store + ev.store_waiting),
+    )
+
+
+def _unique_id_finding(ev: Evidence, event: Event) -> Finding:
+    return Finding(
+        title="Rank 0 never published the NCCL unique id",
+        scenario=None,
+        reason=(f"{_who(_ranks([event])).capitalize()} could not read the NCCL unique id that rank 0 puts in the "
+                f"store when the first NCCL communicator is created (line {event.line_no}; {event.detail}): rank 0 "
+                "reached its first collective much later than the others (rank-0-only work before it: a login "
+                "prompt, downloads, evaluation) or died."),
+        fix=("Look at what rank 0 did before its first collective; keep rank-0-only work out of the way of the "
+             "first collective, or make the others wait in a barrier with a long enough timeout."),
+        score=_STORE,
+        culprit_ranks=(0,),
+        evidence_lines=_lines(ev.store),
+    )
+
+
+def _store_unreachable_finding(ev: Evidence, event: Event) -> Finding:
+    return Finding(
+        title="The store could not be reached",
+        scenario=None,
+        reason=(f"{_who(_ranks(ev.store)).capitalize()} timed out connecting to the TCPStore at {event.address} "
+                f"(line {event.line_no}): nothing accepted the connection there in time. The master (rank 0, or "
+                "torchrun's agent on the first node) was not started yet or had died, MASTER_ADDR/MASTER_PORT "
+                "point elsewhere, or a firewall drops the port."),
+        fix=_RENDEZVOUS_FIX,
+        score=_STORE,
+        culprit_ranks=(),
+        evidence_lines=_lines(ev.store),
+    )
+
+
+def _store_generic_finding(ev: Evidence, joined: Event | None) -> Finding:
+    store = ev.store
     if joined is not None:
         reason = (f"The store timed out with {joined.detail} (line {joined.line_no}): "
                   f"{_missing_clients(joined)} never connected. A rank that never started (a node that did "
@@ -469,16 +579,63 @@ def _rendezvous(ev: Evidence, _found: Found) -> Iterator[Finding]:
     else:
         reason = (f"{_who(_ranks(store)).capitalize()} timed out talking to the TCPStore ({store[0].detail}, line "
                   f"{store[0].line_no}): the master was unreachable or a peer never arrived.")
-    yield Finding(
+    return Finding(
         title="A rank never joined the rendezvous",
         scenario=None,
         reason=reason,
-        fix=("Check that every node ran the launcher with the same world size and MASTER_ADDR/MASTER_PORT, "
-             "that the port is reachable (`nc -zv host port`), and the first failure on the missing node; "
-             "a stale process from a previous run can also hold the port."),
+        fix=_RENDEZVOUS_FIX,
         score=_STORE,
         culprit_ranks=_ranks(store) if joined is None else (),
         evidence_lines=_lines(store),
+    )
+
+
+def _store_gone(ev: Evidence, _found: Found) -> Iterator[Finding]:
+    gone = ev.store_gone
+    if not gone:
+        return
+    yield Finding(
+        title="The store's process went away",
+        scenario=None,
+        reason=(f"{_who(_ranks(gone)).capitalize()} lost the connection to the TCPStore (line {gone[0].line_no}: "
+                f"{gone[0].detail}). The store's server lives in rank 0's process (env:// or tcp:// init) or in "
+                "torchrun's agent: that process exited or crashed, so rank 0's (or the agent's) own output holds "
+                "the cause. At the very end of a run that finished, this is only a teardown race."),
+        fix=("Read rank 0's output (or the first node's agent) for its first error; make rank 0 the last to leave "
+             "(`dist.barrier()` then `destroy_process_group()` on every rank before exit)."),
+        score=_STORE_GONE,
+        culprit_ranks=(0,),
+        evidence_lines=_lines(gone),
+    )
+
+
+def _connect_failed(ev: Evidence, _found: Found) -> Iterator[Finding]:
+    failed = ev.connect_failed
+    if not failed:
+        return
+    first = failed[0]
+    where = f" to {first.address}" if first.address else ""
+    if first.backend is Backend.GLOO:
+        why = ("gloo connects every pair of ranks while the group is set up, to the address each rank publishes: "
+               "an address its peers cannot reach (a host name that resolves to 127.0.1.1 in /etc/hosts, the "
+               "wrong network interface: set GLOO_SOCKET_IFNAME), a firewall between nodes, or a peer that died "
+               "during set-up makes it fail.")
+        fix = ("Set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the interface the nodes share, check that each "
+               "host name resolves to that interface's address, and open the ports between the nodes.")
+    else:
+        why = ("nothing accepted the connection: the store/rendezvous host (rank 0, or torchrun's agent on the "
+               "first node) was not up yet or had died, MASTER_ADDR/MASTER_PORT point elsewhere, or a firewall "
+               "refuses the port.")
+        fix = _RENDEZVOUS_FIX
+    yield Finding(
+        title="Connections could not be set up",
+        scenario=None,
+        reason=(f"{_who(_ranks(failed)).capitalize()} could not connect{where} (line {first.line_no}: "
+                f"{first.detail}): {why}"),
+        fix=fix,
+        score=_CONNECT_FAILED,
+        culprit_ranks=(),
+        evidence_lines=_lines(failed),
     )
 
 
@@ -760,6 +917,8 @@ RULES: tuple[Rule, ...] = (
     Rule("exception or CUDA error on a rank", ("exception-on-one-rank",), _exception_on_one_rank),
     Rule("a peer went away", ("exception-on-one-rank",), _peer_went_away),
     Rule("store / rendezvous", (None,), _rendezvous),
+    Rule("the store's process went away", (None,), _store_gone),
+    Rule("connections could not be set up", (None,), _connect_failed),
     Rule("two ranks on one GPU", (None,), _duplicate_gpu),
     Rule("NCCL error", (None,), _nccl_error),
     Rule("ranks waited for rank 0", ("rank0-work-before-barrier", "slow-metrics-on-rank0"), _rank0_late),

@@ -51,7 +51,7 @@ class LogRankState(str, enum.Enum):
     ERROR = "error"
     #: the watchdog / heartbeat monitor itself was stuck
     STUCK = "stuck"
-    #: the store / rendezvous timed out
+    #: the store / rendezvous timed out, or a connection could not be set up
     STORE = "store"
     #: reported no failure, and its watchdog status shows it never reached the failing collective
     BEHIND = "behind"
@@ -67,6 +67,7 @@ _STATUS_OF_KIND: dict[EventKind, LogRankState] = {
     EventKind.WATCHDOG_STUCK: LogRankState.STUCK,
     EventKind.HEARTBEAT: LogRankState.STUCK,
     EventKind.STORE_TIMEOUT: LogRankState.STORE,
+    EventKind.CONNECT_FAILED: LogRankState.STORE,
 }
 
 # kinds that say "this rank itself went wrong" (as opposed to waiting for someone)

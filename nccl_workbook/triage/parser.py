@@ -15,8 +15,17 @@ What it reads, from every PyTorch release since 1.x (examples in ``tests/data/lo
   ``Mismatched collective``;
 - gloo ``Timed out waiting Nms for recv/send operation``, ``Connection closed by peer``,
   ``Application timeout caused pair closure``, ``monitoredBarrier`` reports;
-- TCPStore / rendezvous timeouts (``k/n clients joined``, ``Socket Timeout``, client socket);
-- DataLoader timeouts and worker deaths, ``Too many open files``;
+- TCPStore / rendezvous timeouts (``k/n clients joined``, ``Socket Timeout``, client socket with its
+  ``host:port``), the store based barrier of ``init_process_group`` (who arrived, of how many, its
+  key and timeout) and its ``Waiting in store based barrier`` progress line, gloo's set-up waiting
+  for a rank's address key (which names the late rank), the NCCL unique id that rank 0 publishes
+  through the store, the heartbeat monitor's ``"should dump" flag`` failure (the store is gone);
+- connection set-up: ``Gloo connectFullMesh failed``, ``Connection refused``, the store client
+  that ``failed to connect``, ``RendezvousConnectionError``, gloo's ``Unable to find address for``;
+- DataLoader timeouts and worker deaths (also the worker's own ``bus error`` / ``segmentation
+  fault`` lines), ``Too many open files``;
+- ``Terminating the process after attempting to dump debug info, due to …`` (the process aborts
+  itself: a watchdog hang, or after a timeout);
 - ``ncclSystemError``/``ncclUnhandledCudaError``/``ncclRemoteError``/…, ``NCCL WARN``,
   ``Duplicate GPU detected``, CUDA errors, DDP's unused-parameter error, other Python exceptions
   raised on a rank, and the launcher's exit summary.
@@ -270,7 +279,7 @@ _STORE_CLIENTS = re.compile(
     r"(\d{1,9})\s{0,4}/\s{0,4}(\d{1,9})"
 )
 _CLIENT_SOCKET = re.compile(
-    r"after\s{0,4}(\d{1,12})\s{0,4}(ms|s)?\s{0,4}while\s{0,4}trying\s{0,4}to\s{0,4}connect\s{0,4}to\s{0,4}"
+    r"(?:after\s{0,4}(\d{1,12})\s{0,4}(ms|s)?\s{0,4})?while\s{0,4}trying\s{0,4}to\s{0,4}connect\s{0,4}to\s{0,4}"
     r"\(([^()]{0,200})\)"
 )
 _STORE_WAIT = re.compile(r"after\s{0,4}(\d{1,12})\s{0,4}ms")
@@ -302,6 +311,28 @@ _LAUNCHER_EXCEPTIONS = frozenset(
     {"ChildFailedError", "CalledProcessError", "SignalException", "KeyboardInterrupt", "SystemExit"}
 )
 _DIGITS = re.compile(r"\d{1,7}")
+# the store based barrier of init_process_group / new_group (distributed_c10d._store_based_barrier)
+_SBB_RANK = re.compile(r"rank\s{0,4}:?\s{0,4}(\d{1,7})")
+_SBB_KEY = re.compile(r"key\s{0,4}:\s{0,4}([\w:./-]{1,120}?)\s{0,4}\(")
+_SBB_WORLD = re.compile(r"world_size\s{0,4}=\s{0,4}(\d{1,7})")
+_SBB_JOINED = re.compile(r"(?:worker_count|num_workers_joined)\s{0,4}=\s{0,4}(\d{1,7})")
+# a Python timedelta as str() prints it: "0:00:30", "0:30:00.500000", "1 day, 2:00:00"
+_TIMEDELTA = re.compile(r"timeout\s{0,4}=\s{0,4}(?:(\d{1,6})\s{0,4}days?,\s{0,4})?(\d{1,2}):(\d\d):(\d\d(?:\.\d{1,6})?)")
+_STORE_KEYS = re.compile(r"keys?\s{0,4}:\s{0,4}([\w:./-]{1,200})")
+# gloo's full-mesh rendezvous: each rank waits for the address key of every other rank
+# (torch 2.13: "/default_pg/0//cpu//0/1" is rank 1's address in the default group)
+_GLOO_ADDRESS_KEY = re.compile(r"//(?:cpu|cuda)//\d{1,4}/(\d{1,7})\b")
+_UNIQUE_ID = re.compile(
+    r"\[\s{0,4}(\d{1,7})\s{0,4}\]\s{0,4}is\s{0,4}setting\s{0,4}up\s{0,4}NCCL\s{0,4}communicator\s{0,4}and\s{0,4}$"
+)
+_UNIQUE_ID_KEY = re.compile(r"by\s{0,4}key\s{0,4}'([^'\n]{0,80})'")
+_GOT_ERROR = re.compile(r"(?:got\s{0,4}error|with\s{0,4}error)\s{0,4}:\s{0,4}([^\n]{1,160}?)(?:\.\s{0,4}This|\n|$)")
+_ADDRESS = re.compile(
+    r"(?:remote\s{0,4}=\s{0,4}|connect(?:\s{0,4}to)?\s{0,4}|address\s{0,4}of\s{0,4})"
+    r"\[?\(?([\w.:-]{1,100}?)\]?(?::|,\s{0,4})(\d{1,5})\)?"
+)
+_IFNAME = re.compile(r"address\s{0,4}for\s{0,4}:?\s{0,4}([\w.:-]{1,40})")
+_TERMINATING_DUE = re.compile(r"due\s{0,4}to\s{0,4}([^\n.]{1,80})")
 
 
 def _int(text: str | None) -> int | None:
@@ -603,23 +634,140 @@ def _store_clients(head: str, body: str) -> _Fields:
         return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE}
     joined, expected = int(m.group(2)), int(m.group(3))
     return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "timeout_ms": int(m.group(1)) * 1000,
-            "world_size": expected, "detail": f"{joined}/{expected} clients joined"}
+            "world_size": expected, "arrived": joined, "detail": f"{joined}/{expected} clients joined"}
 
 
 def _client_socket(head: str, body: str) -> _Fields:
     m = _CLIENT_SOCKET.search(body[:300])
     if m is None:
         return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "client socket timed out"}
-    value = int(m.group(1))
+    value = _int(m.group(1))
+    host_port = ", ".join(part.strip() for part in m.group(3).split(","))
     return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
-            "timeout_ms": value * 1000 if m.group(2) == "s" else value,
-            "detail": f"could not connect to ({m.group(3).strip()})"}
+            "timeout_ms": value * 1000 if value is not None and m.group(2) == "s" else value,
+            "address": ":".join(part.strip() for part in m.group(3).rsplit(",", 1)),
+            "detail": f"could not connect to ({host_port})"}
 
 
 def _store_wait(head: str, body: str) -> _Fields:
     m = _STORE_WAIT.search(body[:60])
-    return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
-            "timeout_ms": _int(m.group(1)) if m else None, "detail": "store wait timeout"}
+    keys = _STORE_KEYS.search(body[:300])
+    key = keys.group(1) if keys else None
+    awaited = _GLOO_ADDRESS_KEY.search(key) if key else None
+    fields: _Fields = {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
+                       "timeout_ms": _int(m.group(1)) if m else None, "store_key": key, "detail": "store wait timeout"}
+    if awaited is not None:
+        fields["named_ranks"] = (int(awaited.group(1)),)
+        fields["detail"] = f"store wait timeout: gloo set-up waited for rank {awaited.group(1)}'s address"
+    return fields
+
+
+def _timedelta_ms(text: str) -> int | None:
+    m = _TIMEDELTA.search(text)
+    if m is None:
+        return None
+    days = int(m.group(1) or 0)
+    return round(((days * 24 + int(m.group(2))) * 3600 + int(m.group(3)) * 60 + float(m.group(4))) * 1000)
+
+
+def _store_barrier(waiting: bool) -> Handler:
+    """The store based barrier of ``init_process_group``: timed out, or still waiting."""
+
+    def handle(head: str, body: str) -> _Fields:
+        window = body[:600]
+        rank = _SBB_RANK.search(window)
+        key = _SBB_KEY.search(window)
+        world = _SBB_WORLD.search(window)
+        joined = _SBB_JOINED.search(window)
+        arrived, expected = (_int(joined.group(1)) if joined else None), (_int(world.group(1)) if world else None)
+        count = f"{arrived}/{expected} ranks arrived" if arrived is not None and expected is not None else ""
+        what = "waiting in the store based barrier of init" if waiting else "init timed out in the store based barrier"
+        return {"kind": EventKind.STORE_WAITING if waiting else EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
+                "rank": int(rank.group(1)) if rank else None, "store_key": key.group(1) if key else None,
+                "world_size": expected, "arrived": arrived, "timeout_ms": _timedelta_ms(window),
+                "detail": f"{what}: {count}" if count else what}
+
+    return handle
+
+
+def _unique_id(head: str, body: str) -> _Fields:
+    """A rank could not read the NCCL unique id that rank 0 publishes through the store."""
+    rank = _UNIQUE_ID.search(head[-120:])
+    key = _UNIQUE_ID_KEY.search(body[:200])
+    error = _GOT_ERROR.search(body[:500])
+    reason = " ".join(error.group(1).split()) if error else ""
+    timed_out = "imeout" in reason or "timed out" in reason
+    fields: _Fields = {"kind": EventKind.STORE_TIMEOUT if timed_out else EventKind.PEER_CLOSED,
+                       "backend": Backend.STORE, "store_key": key.group(1) if key else None,
+                       "named_ranks": (0,),
+                       "detail": "NCCL unique id from rank 0 not in the store" + (f": {reason}" if reason else "")}
+    if rank is not None:
+        fields["rank"] = int(rank.group(1))
+    timeout = _STORE_WAIT.search(reason)
+    if timeout is not None:
+        fields["timeout_ms"] = _int(timeout.group(1))
+    return fields
+
+
+def _store_flag(head: str, body: str) -> _Fields:
+    """The heartbeat monitor could not read the dump flag from the TCPStore: the store is gone."""
+    error = _GOT_ERROR.search(body[:400])
+    if error is None:
+        tail = body[:200].split("store", 1)[-1].lstrip(".: ")
+        reason = " ".join(tail.split()[:12])
+    else:
+        reason = " ".join(error.group(1).split())
+    return {"kind": EventKind.PEER_CLOSED, "backend": Backend.STORE,
+            "detail": "TCPStore unreachable from the heartbeat monitor" + (f": {reason}" if reason else "")}
+
+
+def _connect_failed(backend: Backend | None, what: str) -> Handler:
+    """A connection that could not be opened; ``backend=None``: decided by the text around it."""
+
+    def handle(head: str, body: str) -> _Fields:
+        near = head[-200:] + body[:200]
+        chosen = backend or _backend_for_connect(near)
+        address = _ADDRESS.search(head[-120:] + body[:160])
+        reason = " ".join(body[:160].split("\n", 1)[0].split())
+        return {"kind": EventKind.CONNECT_FAILED, "backend": chosen,
+                "address": f"{address.group(1)}:{address.group(2)}" if address else None,
+                "detail": f"{what}: {reason}"[:200] if what else reason[:200]}
+
+    return handle
+
+
+def _backend_for_connect(near: str) -> Backend:
+    if "gloo" in near or "Gloo" in near or "pair.cc" in near:
+        return Backend.GLOO
+    if "TCPStore" in near or "socket.cpp" in near or "store" in near.lower() or "c10d" in near:
+        return Backend.STORE
+    if "NCCL" in near or "NET/" in near:
+        return Backend.NCCL
+    return Backend.UNKNOWN
+
+
+def _gloo_interface(head: str, body: str) -> _Fields:
+    name = _IFNAME.search(body[:120])
+    return {"kind": EventKind.CONNECT_FAILED, "backend": Backend.GLOO,
+            "detail": f"gloo found no address for interface {name.group(1) if name else '?'} (GLOO_SOCKET_IFNAME)"}
+
+
+def _terminating(head: str, body: str) -> _Fields:
+    """``Terminating the process after attempting to dump debug info, due to <reason>.`` (SIGABRT)."""
+    due = _TERMINATING_DUE.search(body[:200])
+    reason = " ".join(due.group(1).split()) if due else ""
+    if "hang" in reason:
+        return {"kind": EventKind.WATCHDOG_STUCK, "backend": Backend.NCCL,
+                "detail": f"process terminated after the debug dump, due to {reason}"}
+    return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
+            "detail": "process terminated (SIGABRT) after the debug dump" + (f", due to {reason}" if reason else "")}
+
+
+def _worker_signal(detail: str) -> Handler:
+    def handle(head: str, body: str) -> _Fields:
+        return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER, "detail": detail}
+
+    return handle
 
 
 def _dataloader_timeout(head: str, body: str) -> _Fields:
@@ -754,12 +902,15 @@ class Anchor:
     state: StateChange | None = None
     #: dropped when a more specific anchor follows within ``_SPECIFIC_AFTER`` characters
     generic: bool = False
+    #: the message runs this many characters from the match: other anchors inside it (the error
+    #: it quotes: "... got error: Socket Timeout") make no events of their own
+    span: int = 0
 
 
 def _anchor(name: str, pattern: str, keywords: str | tuple[str, ...], example: str, handle: Handler | None,
-            state: StateChange | None = None, generic: bool = False) -> Anchor:
+            state: StateChange | None = None, generic: bool = False, span: int = 0) -> Anchor:
     return Anchor(name, pattern, (keywords,) if isinstance(keywords, str) else keywords, example, handle,
-                  state=state, generic=generic)
+                  state=state, generic=generic, span=span)
 
 
 _K, _B = EventKind, Backend
@@ -822,7 +973,7 @@ ANCHORS: tuple[Anchor, ...] = (
             "Timed out after 601 seconds waiting for clients. 1/2 clients joined.", _store_clients),
     _anchor("socket_timeout", _words("Socket Timeout"), "Timeout", "RuntimeError: Socket Timeout",
             _fixed(_K.STORE_TIMEOUT, _B.STORE, "Socket Timeout")),
-    _anchor("client_socket", _words("client socket has timed out after"), "socket",
+    _anchor("client_socket", _words("client socket has timed out"), "socket",
             "The client socket has timed out after 600s while trying to connect to (h, 1).", _client_socket),
     _anchor("store_wait", r"wait" + _S + r"timeout" + _S + r"after" + _S + r"\d{1,12}" + _S + r"ms", "timeout",
             "wait timeout after 1800000ms, keys: x", _store_wait),
@@ -867,6 +1018,43 @@ ANCHORS: tuple[Anchor, ...] = (
             "Root Cause (first observed failure):", None, state=StateChange.ROOT_CAUSE_NEXT),
     _anchor("spawn_process", r"--" + _S + r"Process" + _S + r"\d{1,7}" + _S + r"terminated" + _S + r"with",
             "terminated", "-- Process 3 terminated with the following error:", _spawn_process),
+    # failures before training starts: rendezvous, store, connection set-up
+    _anchor("store_barrier", _words("Timed out initializing process group in store based barrier"), "initializing",
+            "Timed out initializing process group in store based barrier on rank 7, for key: store_based_barrier_key:1 "
+            "(world_size=8, num_workers_joined=4, timeout=0:00:30 error=x)", _store_barrier(waiting=False), span=500),
+    _anchor("store_barrier_wait", _words("Waiting in store based barrier to initialize process group"), "Waiting",
+            "Waiting in store based barrier to initialize process group for rank: 0, key: store_based_barrier_key:1 "
+            "(world_size=2, worker_count=1, timeout=0:30:00)", _store_barrier(waiting=True), span=500),
+    _anchor("unique_id", _words("retrieving ncclUniqueId from"), "ncclUniqueId",
+            "[3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by "
+            "key '0', but store->get('0') got error: Socket Timeout", _unique_id, span=400),
+    _anchor("store_flag", r"Failed" + _S + r"to" + _S + r"check" + _S + r"the" + _S + r'"?should' + _S + r'dump"?'
+            + _S + r"flag", "should",
+            'Failed to check the "should dump" flag on TCPStore, (maybe TCPStore server has shut down too early), '
+            "with error: Broken pipe", _store_flag, span=300),
+    _anchor("store_flag_old", _words("dump flag from the global store"), "global",
+            "Failed to get exception dump flag from the global store.Connection reset by peer", _store_flag, span=120),
+    _anchor("client_connect", _words("client socket has failed to connect to"), "socket",
+            "The client socket has failed to connect to any network address of (node1, 29500).",
+            _connect_failed(Backend.STORE, "store client could not connect"), span=200),
+    _anchor("full_mesh", _words("Gloo connectFullMesh failed with"), "connectFullMesh",
+            "Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+            _connect_failed(Backend.GLOO, "gloo could not connect the group"), span=300),
+    _anchor("refused", _words("Connection refused"), "refused",
+            "connect [127.0.1.1]:29500: Connection refused", _connect_failed(None, ""), generic=True),
+    _anchor("gloo_interface", _words("Unable to find address for"), "Unable",
+            "ifa != nullptr. Unable to find address for: eth0", _gloo_interface),
+    _anchor("rdzv_connection", r"RendezvousConnectionError", "RendezvousConnectionError", "RendezvousConnectionError",
+            _connect_failed(Backend.STORE, "rendezvous: could not reach the rendezvous backend"), span=200),
+    _anchor("terminating", _words("Terminating the process after attempting to dump debug info"), "Terminating",
+            "Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
+            _terminating),
+    _anchor("dl_bus_error", _words("Unexpected bus error encountered in worker"), "bus",
+            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory",
+            _worker_signal("bus error in a DataLoader worker: shared memory (/dev/shm) too small")),
+    _anchor("dl_segfault", _words("Unexpected segmentation fault encountered in worker"), "segmentation",
+            "ERROR: Unexpected segmentation fault encountered in worker.",
+            _worker_signal("segmentation fault in a DataLoader worker")),
 )
 del _K, _B
 
@@ -1034,12 +1222,13 @@ def _events_in_record(record: Record, state: _State, events: list[Event]) -> Non
         return
     record_head = _read_head(text[:300])
     prev_end = 0
+    covered_until = -1  # inside the span of the message before: no event of its own
     for index, (anchor, start, end) in enumerate(matches):
         if anchor.handle is None:
             _change_state(anchor, state, events, text, start, line_no)
             prev_end = end
             continue
-        if _shadowed(index, matches):
+        if start < covered_until or _shadowed(index, matches):
             continue
         head_text = text[max(prev_end, start - _HEAD_CHARS):start]
         body = text[start:start + _BODY_CHARS]
@@ -1057,6 +1246,7 @@ def _events_in_record(record: Record, state: _State, events: list[Event]) -> Non
                 and line_no - state.prefix_rank[1] <= 12):
             head = replace(head, rank=state.prefix_rank[0])  # continuation line of a multi-line LOG(ERROR)
         events.append(_make_event(fields, head, record, start, ctx_rank, state))
+        covered_until = start + anchor.span
         if anchor.name == "spawn_process" and events[-1].rank is not None:
             state.spawn_rank = (events[-1].rank, events[-1].line_no + _CONTEXT_LINES)
 
