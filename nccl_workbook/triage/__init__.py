@@ -27,10 +27,18 @@ from __future__ import annotations
 
 from importlib import resources
 
-from nccl_workbook.triage.events import EVENT_COLUMNS, FAILURE_KINDS, Backend, Event, EventKind, events_frame
+from nccl_workbook.triage.events import (
+    EVENT_COLUMNS,
+    FAILURE_KINDS,
+    Backend,
+    Event,
+    EventKind,
+    LogTally,
+    events_frame,
+)
 from nccl_workbook.triage.findings import Confidence, Finding, notebook_for, rank_causes, scenario_notebooks
 from nccl_workbook.triage.job import JobSummary, LogRankState, RankRow, summarize
-from nccl_workbook.triage.parser import normalize_text, parse_log
+from nccl_workbook.triage.parser import ParsedLog, normalize_text, parse_log, read_log
 from nccl_workbook.triage.plots import plot_rank_events
 from nccl_workbook.triage.report import TriageReport, render_text, triage_log
 
@@ -40,8 +48,11 @@ __all__ = [
     "Event",
     "EVENT_COLUMNS",
     "FAILURE_KINDS",
+    "LogTally",
     "events_frame",
     "parse_log",
+    "read_log",
+    "ParsedLog",
     "normalize_text",
     "JobSummary",
     "RankRow",

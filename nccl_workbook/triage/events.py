@@ -35,6 +35,8 @@ __all__ = [
     "EventKind",
     "Event",
     "FAILURE_KINDS",
+    "LogTally",
+    "TallyBuilder",
     "events_frame",
     "EVENT_COLUMNS",
 ]
@@ -187,6 +189,92 @@ class Event:
     def is_failure(self) -> bool:
         """True when the event reports a failure on the printing rank (see ``FAILURE_KINDS``)."""
         return self.kind in FAILURE_KINDS
+
+
+@dataclass(frozen=True)
+class LogTally:
+    """Counts over every event of a log, also those past the parser's event cap.
+
+    The parser keeps the first ``MAX_EVENTS`` events (with their text) and counts all of them
+    here, so that the job summary still sees every rank and every event of a huge log while memory
+    stays bounded: what a tally keeps grows with the number of ranks, not with the log.
+    """
+
+    n_events: int = 0
+    #: events kept in the event list (``n_events`` when nothing was capped)
+    n_kept: int = 0
+    unranked_failures: int = 0
+    #: (rank, events of that rank), by rank
+    events_per_rank: tuple[tuple[int, int], ...] = ()
+    #: ranks with at least one failure event
+    failure_ranks: tuple[int, ...] = ()
+    #: ranks only named by other ranks' messages (late ranks, peers)
+    named_ranks: tuple[int, ...] = ()
+    #: the largest world size a message states
+    stated_world_size: int | None = None
+    #: ranks the launcher's exit summary lists
+    launcher_ranks: tuple[int, ...] = ()
+    #: each rank's first failure event (for ranks whose events were all past the cap)
+    first_failures: tuple[Event, ...] = ()
+
+    @property
+    def capped(self) -> bool:
+        return self.n_kept < self.n_events
+
+
+class TallyBuilder:
+    """Builds a :class:`LogTally` one event at a time (the parser's and ``summarize``'s helper)."""
+
+    def __init__(self) -> None:
+        self.n_events = 0
+        self.n_kept = 0
+        self.unranked_failures = 0
+        self.per_rank: dict[int, int] = {}
+        self.failure_ranks: set[int] = set()
+        self.named: set[int] = set()
+        self.world: int | None = None
+        self.launcher: set[int] = set()
+        self.first_failures: dict[int, Event] = {}
+
+    def add(self, event: Event, kept: bool = True) -> None:
+        self.n_events += 1
+        self.n_kept += kept
+        rank = event.rank
+        failure = event.kind in FAILURE_KINDS
+        if rank is not None:
+            self.per_rank[rank] = self.per_rank.get(rank, 0) + 1
+            if failure:
+                self.failure_ranks.add(rank)
+                if rank not in self.first_failures:
+                    self.first_failures[rank] = event
+            if event.kind is EventKind.PROCESS_EXIT:
+                self.launcher.add(rank)
+        elif failure:
+            self.unranked_failures += 1
+        if event.named_ranks:
+            self.named.update(event.named_ranks)
+        if event.world_size is not None and (self.world is None or event.world_size > self.world):
+            self.world = event.world_size
+
+    def build(self) -> LogTally:
+        return LogTally(
+            n_events=self.n_events,
+            n_kept=self.n_kept,
+            unranked_failures=self.unranked_failures,
+            events_per_rank=tuple(sorted(self.per_rank.items())),
+            failure_ranks=tuple(sorted(self.failure_ranks)),
+            named_ranks=tuple(sorted(self.named)),
+            stated_world_size=self.world,
+            launcher_ranks=tuple(sorted(self.launcher)),
+            first_failures=tuple(self.first_failures[r] for r in sorted(self.first_failures)),
+        )
+
+    @classmethod
+    def of(cls, events: list[Event] | tuple[Event, ...]) -> LogTally:
+        builder = cls()
+        for event in events:
+            builder.add(event)
+        return builder.build()
 
 
 #: column order of :func:`events_frame`

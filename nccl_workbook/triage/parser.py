@@ -59,13 +59,16 @@ from __future__ import annotations
 
 import enum
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from nccl_workbook.ops import op_or_none
-from nccl_workbook.triage.events import Backend, Event, EventKind
+from nccl_workbook.triage.events import Backend, Event, EventKind, LogTally, TallyBuilder
 
-__all__ = ["parse_log", "normalize_text", "iter_records", "Record", "Anchor", "ANCHORS", "MAX_EVENTS"]
+__all__ = ["parse_log", "read_log", "ParsedLog", "normalize_text", "iter_records", "Record", "Anchor", "ANCHORS",
+           "MAX_EVENTS"]
 
 #: a physical line at least this long may have been wrapped by a terminal
 _WRAP_MIN_CHARS = 48
@@ -144,12 +147,13 @@ def normalize_text(data: bytes | bytearray | memoryview | str) -> str:
     return text
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One logical record: physical lines joined where a terminal wrapped them.
 
     ``starts`` holds ``(offset_in_text, physical_line_no)`` for every physical line in it, so a
-    match anywhere in ``text`` maps back to the line it came from.
+    match anywhere in ``text`` maps back to the line it came from. (A named tuple rather than a
+    frozen dataclass: a log of 50 MB makes half a million of them, and a tuple is built several
+    times faster; it is as immutable.)
     """
 
     text: str
@@ -169,14 +173,15 @@ class Record:
         return line_no
 
 
-def iter_records(text: str) -> Iterator[Record]:
-    """Physical lines -> logical records (terminal-wrapped lines joined; ``\r`` splits)."""
+def iter_records(text: str, first_line: int = 1) -> Iterator[Record]:
+    """Physical lines -> logical records (terminal-wrapped lines joined; ``\r`` splits).
+    ``first_line``: the number of the first line of ``text`` in the whole log."""
     parts: list[str] = []
     starts: list[tuple[int, int]] = []
     size = 0
     prev_len = 0
     record_start = _RECORD_START.match
-    for line_no, physical in enumerate(text.split("\n"), 1):
+    for line_no, physical in enumerate(text.split("\n"), first_line):
         pieces = physical.split("\r") if "\r" in physical else (physical,)
         first = True
         for piece in pieces:
@@ -229,7 +234,9 @@ _C10D_FRAME = re.compile(
     r"|distributed\.py\"?,\s{0,4}line\s{0,4}\d{1,7},\s{0,4}in\s{0,4}(_sync_\w{0,40}|_distributed_broadcast_coalesced|_verify_param\w{0,40})"
     r"|\.(backward)\(\s{0,4}\)"
 )
-# Python exception line (after prefixes): "ValueError: ...", "torch.OutOfMemoryError: ..."
+# Python exception line (after prefixes): "ValueError: ...", "torch.OutOfMemoryError: ..."; the hint
+# is what every such line contains ("c10::Error::Error(" of a C++ frame does not)
+_EXCEPTION_HINT = re.compile(r"(?:Error|Exception)\s{0,4}:(?!:)")
 _EXCEPTION_LINE = re.compile(
     r"(?:^|\]:?\s|\]\s|:\s)\s{0,8}((?:[A-Za-z_]\w{0,40}\.){0,6}[A-Z]\w{0,60}(?:Error|Exception))"
     r"\s{0,4}:\s{0,4}([^\n]{0,200})"
@@ -361,29 +368,35 @@ class _Head:
 
 
 def _read_head(text: str) -> _Head:
-    """Last ``[rankN]:``/mpirun/``[defaultN]:`` prefix, ``[PG …]``/``[Rank r]`` and glog time."""
+    """Last ``[rankN]:``/mpirun/``[defaultN]:`` prefix, ``[PG …]``/``[Rank r]`` and glog time.
+    (Each pattern runs only when its literal part is in the text: most heads have few of them.)"""
     rank = local = group = pg_id = None
     pg_name: str | None = None
-    for m in _RANK_PREFIX.finditer(text):
-        rank = int(m.group(1))
-    if rank is None:
+    if "[rank" in text:
+        for m in _RANK_PREFIX.finditer(text):
+            rank = int(m.group(1))
+    if rank is None and "<std" in text:
         for m in _MPI_PREFIX.finditer(text):
             rank = int(m.group(1))
-    for m in _LOCAL_PREFIX.finditer(text):
-        if m.group(1).lower() not in ("rank", "pg", "e", "w", "i", "f"):
-            local = int(m.group(2))
+    if "]:" in text:
+        for m in _LOCAL_PREFIX.finditer(text):
+            if m.group(1).lower() not in ("rank", "pg", "e", "w", "i", "f"):
+                local = int(m.group(2))
     pg_end = -1
-    for m in _PG_NEW.finditer(text):
-        pg_id, pg_name, group, pg_end = int(m.group(1)), m.group(3) or None, int(m.group(4)), m.end()
-    if pg_end < 0:
-        for m in _PG_OLD.finditer(text):
-            pg_id, pg_name, group, pg_end = int(m.group(1)), m.group(2) or None, int(m.group(3)), m.end()
-    for m in _RANK_BRACKET.finditer(text):
-        if m.start() >= pg_end:
-            group = int(m.group(1))
+    if "[PG" in text:
+        for m in _PG_NEW.finditer(text):
+            pg_id, pg_name, group, pg_end = int(m.group(1)), m.group(3) or None, int(m.group(4)), m.end()
+        if pg_end < 0:
+            for m in _PG_OLD.finditer(text):
+                pg_id, pg_name, group, pg_end = int(m.group(1)), m.group(2) or None, int(m.group(3)), m.end()
+    if "[Rank" in text:
+        for m in _RANK_BRACKET.finditer(text):
+            if m.start() >= pg_end:
+                group = int(m.group(1))
     stamp = None
-    for m in _GLOG.finditer(text):
-        stamp = m.group(1)
+    if ":" in text:
+        for m in _GLOG.finditer(text):
+            stamp = m.group(1)
     return _Head(rank, local, group, pg_id, pg_name.strip() if pg_name else None, stamp)
 
 
@@ -915,17 +928,17 @@ def _anchor(name: str, pattern: str, keywords: str | tuple[str, ...], example: s
 
 _K, _B = EventKind, Backend
 ANCHORS: tuple[Anchor, ...] = (
-    _anchor("watchdog_timeout", _words("Watchdog caught collective operation timeout"), "Watchdog",
+    _anchor("watchdog_timeout", _words("Watchdog caught collective operation timeout"), "atchdog",
             "Watchdog caught collective operation timeout", _nccl_timeout("watchdog", own_window=True)),
     _anchor("blocking_wait", _words("timed out in blocking wait"), "blocking",
             "Work WorkNCCL(SeqNum=1) timed out in blocking wait", _nccl_timeout("blocking wait", own_window=False)),
     _anchor("async_exception", _words("raised the following async exception"), "async",
             "Collective WorkNCCL(SeqNum=1) raised the following async exception: x", _async_exception),
-    _anchor("status_new", _words("failure detected by watchdog at work sequence id"), "watchdog",
+    _anchor("status_new", _words("failure detected by watchdog at work sequence id"), "atchdog",
             "failure detected by watchdog at work sequence id: 3", _pg_status),
-    _anchor("status_mid", _words("Exception (either an error or timeout) detected by watchdog at work"), "watchdog",
+    _anchor("status_mid", _words("Exception (either an error or timeout) detected by watchdog at work"), "atchdog",
             "Exception (either an error or timeout) detected by watchdog at work: 3", _pg_status),
-    _anchor("status_old", _words("Timeout at NCCL work") + r"\s{0,4}:", "Timeout",
+    _anchor("status_old", _words("Timeout at NCCL work") + r"\s{0,4}:", "imeout",
             "Timeout at NCCL work: 3, last enqueued NCCL work: 3", _pg_status),
     _anchor("dump_signal", _words("Received a dump signal"), "dump",
             "Received a dump signal due to a collective timeout from rank 1", _dump_signal),
@@ -937,7 +950,7 @@ ANCHORS: tuple[Anchor, ...] = (
             "Stack trace of the failed collective: ", _fr_stack),
     _anchor("fr_written", _words("Finished writing Flight Recorder debug info to"), "Recorder",
             "Finished writing Flight Recorder debug info to x", _fr_written),
-    _anchor("watchdog_stuck", r"watchdog" + _S + r"got" + _S + r"stuck" + _S + r"for", "watchdog",
+    _anchor("watchdog_stuck", r"watchdog" + _S + r"got" + _S + r"stuck" + _S + r"for", "atchdog",
             "ProcessGroupNCCL's watchdog got stuck for 480 seconds", _watchdog_stuck),
     # TORCH_NCCL_DESYNC_DEBUG report (c10d/TraceUtils.h retrieveDesyncReport)
     _anchor("desync_timeout", _words("Timeout at collective") + r"\s{0,4}:", "collective",
@@ -952,16 +965,16 @@ ANCHORS: tuple[Anchor, ...] = (
             _desync_ranks("finished the previous collective but did not join this one")),
     _anchor("heartbeat", _words("Heartbeat monitor timed out"), "Heartbeat",
             "Heartbeat monitor timed out! Process will be terminated", _heartbeat),
-    _anchor("mismatch", _words("Detected mismatch between collectives"), "mismatch",
+    _anchor("mismatch", _words("Detected mismatch between collectives"), "ismatch",
             "Detected mismatch between collectives on ranks.", _fingerprint_mismatch),
-    _anchor("nccl_mismatch", _words("Mismatched collective detected"), "Mismatched",
+    _anchor("nccl_mismatch", _words("Mismatched collective detected"), "ismatch",
             "NCCL WARN Mismatched collective detected, please check rank 3", _nccl_mismatch),
     _anchor("monitored", r"failed" + _S + r"to" + _S + r"pass" + _S + r"monitoredBarrier", "monitoredBarrier",
             "Rank 1 failed to pass monitoredBarrier in 2000 ms", _monitored_barrier),
     _anchor("monitored_timeout", _words("timed out in monitoredBarrier"), "monitoredBarrier",
             "Rank 1 timed out in monitoredBarrier after 2000 ms", _monitored_barrier),
     _anchor("gloo_timeout", r"Timed" + _S + r"out" + _S + r"waiting" + _S + r"\d{1,12}" + _S + r"ms" + _S
-            + r"for" + _S + r"(?:recv|send)", "waiting",
+            + r"for" + _S + r"(?:recv|send)", "aiting",
             "Timed out waiting 2000ms for recv operation to complete", _gloo_timeout),
     _anchor("peer_closed", r"Connection" + _S + r"(?:closed|reset)" + _S + r"by" + _S + r"(?:remote" + _S + r")?peer",
             "Connection", "Connection closed by peer [127.0.0.1]:1", _peer_closed),
@@ -969,17 +982,17 @@ ANCHORS: tuple[Anchor, ...] = (
             "Application timeout caused pair closure",
             _fixed(_K.PEER_CLOSED, _B.GLOO, "Application timeout caused pair closure (group dead after a timeout)")),
     _anchor("store_clients", r"Timed" + _S + r"out" + _S + r"after" + _S + r"\d{1,12}" + _S + r"seconds"
-            + _S + r"waiting" + _S + r"for" + _S + r"(?:clients|workers)", "waiting",
+            + _S + r"waiting" + _S + r"for" + _S + r"(?:clients|workers)", "aiting",
             "Timed out after 601 seconds waiting for clients. 1/2 clients joined.", _store_clients),
-    _anchor("socket_timeout", _words("Socket Timeout"), "Timeout", "RuntimeError: Socket Timeout",
+    _anchor("socket_timeout", _words("Socket Timeout"), "imeout", "RuntimeError: Socket Timeout",
             _fixed(_K.STORE_TIMEOUT, _B.STORE, "Socket Timeout")),
     _anchor("client_socket", _words("client socket has timed out"), "socket",
             "The client socket has timed out after 600s while trying to connect to (h, 1).", _client_socket),
-    _anchor("store_wait", r"wait" + _S + r"timeout" + _S + r"after" + _S + r"\d{1,12}" + _S + r"ms", "timeout",
+    _anchor("store_wait", r"wait" + _S + r"timeout" + _S + r"after" + _S + r"\d{1,12}" + _S + r"ms", "imeout",
             "wait timeout after 1800000ms, keys: x", _store_wait),
-    _anchor("store_key", _words("Timeout waiting for key"), "waiting", "Timeout waiting for key: x",
+    _anchor("store_key", _words("Timeout waiting for key"), "aiting", "Timeout waiting for key: x",
             _fixed(_K.STORE_TIMEOUT, _B.STORE, "timeout waiting for key")),
-    _anchor("rdzv_timeout", r"RendezvousTimeoutError", "RendezvousTimeoutError", "RendezvousTimeoutError",
+    _anchor("rdzv_timeout", r"RendezvousTimeoutError", "Rendezvous", "RendezvousTimeoutError",
             _fixed(_K.STORE_TIMEOUT, _B.STORE, "rendezvous timeout")),
     _anchor("recv_zero", _words("Failed to recv, got 0 bytes"), "recv", "Failed to recv, got 0 bytes",
             _fixed(_K.PEER_CLOSED, _B.STORE, "store: failed to recv, got 0 bytes")),
@@ -1017,12 +1030,12 @@ ANCHORS: tuple[Anchor, ...] = (
     _anchor("root_cause", _words("Root Cause (first observed failure)"), "Root",
             "Root Cause (first observed failure):", None, state=StateChange.ROOT_CAUSE_NEXT),
     _anchor("spawn_process", r"--" + _S + r"Process" + _S + r"\d{1,7}" + _S + r"terminated" + _S + r"with",
-            "terminated", "-- Process 3 terminated with the following error:", _spawn_process),
+            "erminat", "-- Process 3 terminated with the following error:", _spawn_process),
     # failures before training starts: rendezvous, store, connection set-up
     _anchor("store_barrier", _words("Timed out initializing process group in store based barrier"), "initializing",
             "Timed out initializing process group in store based barrier on rank 7, for key: store_based_barrier_key:1 "
             "(world_size=8, num_workers_joined=4, timeout=0:00:30 error=x)", _store_barrier(waiting=False), span=500),
-    _anchor("store_barrier_wait", _words("Waiting in store based barrier to initialize process group"), "Waiting",
+    _anchor("store_barrier_wait", _words("Waiting in store based barrier to initialize process group"), "aiting",
             "Waiting in store based barrier to initialize process group for rank: 0, key: store_based_barrier_key:1 "
             "(world_size=2, worker_count=1, timeout=0:30:00)", _store_barrier(waiting=True), span=500),
     _anchor("unique_id", _words("retrieving ncclUniqueId from"), "ncclUniqueId",
@@ -1044,9 +1057,9 @@ ANCHORS: tuple[Anchor, ...] = (
             "connect [127.0.1.1]:29500: Connection refused", _connect_failed(None, ""), generic=True),
     _anchor("gloo_interface", _words("Unable to find address for"), "Unable",
             "ifa != nullptr. Unable to find address for: eth0", _gloo_interface),
-    _anchor("rdzv_connection", r"RendezvousConnectionError", "RendezvousConnectionError", "RendezvousConnectionError",
+    _anchor("rdzv_connection", r"RendezvousConnectionError", "Rendezvous", "RendezvousConnectionError",
             _connect_failed(Backend.STORE, "rendezvous: could not reach the rendezvous backend"), span=200),
-    _anchor("terminating", _words("Terminating the process after attempting to dump debug info"), "Terminating",
+    _anchor("terminating", _words("Terminating the process after attempting to dump debug info"), "erminat",
             "Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
             _terminating),
     _anchor("dl_bus_error", _words("Unexpected bus error encountered in worker"), "bus",
@@ -1060,9 +1073,14 @@ del _K, _B
 
 #: anchor name -> anchor
 _BY_NAME: dict[str, Anchor] = {a.name: a for a in ANCHORS}
+#: every anchor in one alternation (documentation and tests; matching runs one anchor at a time)
 _ANCHOR_RE = re.compile("|".join(f"(?P<{a.name}>{a.pattern})" for a in ANCHORS))
-#: a record is matched against ``_ANCHOR_RE`` only if it contains one of these
+#: a record is matched only if it contains one of these
 _KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(k for a in ANCHORS for k in a.keywords))
+#: keyword -> (position in ANCHORS, anchor, its compiled pattern) of the anchors it may announce
+_BY_KEYWORD: dict[str, tuple[tuple[int, Anchor, re.Pattern[str]], ...]] = {
+    k: tuple((i, a, re.compile(a.pattern)) for i, a in enumerate(ANCHORS) if k in a.keywords) for k in _KEYWORDS
+}
 #: a block of records none of which contains one of these can be skipped as a whole
 _LOOK_KEYWORDS: tuple[str, ...] = _KEYWORDS + ("distributed", "backward(", "Error", "Exception")
 _BLOCK_RECORDS = 64
@@ -1086,7 +1104,7 @@ def _is_source_code(head: str, body: str) -> bool:
 _SPECIFIC_AFTER = 240
 
 
-def _exception_event(record: Record, head: _Head) -> _Fields | None:
+def _exception_event(record: Record) -> _Fields | None:
     """A Python exception line with no other recognised message in it."""
     m = _EXCEPTION_LINE.search(record.text[:4000])
     if m is None:
@@ -1147,15 +1165,67 @@ _OP_FROM_CONTEXT = frozenset(
 )
 
 
-def _find_anchors(text: str) -> list[tuple[Anchor, int, int]]:
-    """Every anchor match in ``text`` (at most ``MAX_EVENTS_PER_RECORD``): (anchor, start, end)."""
+def _candidates(text: str, keywords: tuple[str, ...], present: bool = False) -> dict[int, tuple[Anchor, re.Pattern[str]]]:
+    """The anchors announced by a keyword that ``text`` contains, by position in ANCHORS
+    (``present``: the keywords are known to be in the text)."""
+    candidates: dict[int, tuple[Anchor, re.Pattern[str]]] = {}
+    for keyword in keywords:
+        anchors = _BY_KEYWORD.get(keyword)
+        if anchors and (present or keyword in text):
+            for index, anchor, pattern in anchors:
+                candidates[index] = (anchor, pattern)
+    return candidates
+
+
+def _leftmost(found: list[tuple[int, int, int, Anchor]]) -> list[tuple[Anchor, int, int]]:
+    """(start, anchor index, end, anchor) of one record -> the matches the alternation would make:
+    leftmost first, the earlier anchor on a tie, no overlaps, at most ``MAX_EVENTS_PER_RECORD``."""
+    found.sort(key=lambda item: (item[0], item[1]))
     matches: list[tuple[Anchor, int, int]] = []
-    if _may_match(text):
-        for m in _ANCHOR_RE.finditer(text):
-            matches.append((_BY_NAME[m.lastgroup or ""], m.start(), m.end()))
-            if len(matches) >= MAX_EVENTS_PER_RECORD:
-                break
+    end = -1
+    for start, _index, stop, anchor in found:
+        if start < end:
+            continue
+        matches.append((anchor, start, stop))
+        end = stop if stop > start else start + 1
+        if len(matches) >= MAX_EVENTS_PER_RECORD:
+            break
     return matches
+
+
+def _find_anchors(text: str, keywords: tuple[str, ...] = _KEYWORDS) -> list[tuple[Anchor, int, int]]:
+    """Every anchor match in ``text`` (at most ``MAX_EVENTS_PER_RECORD``): (anchor, start, end).
+
+    The same matches as ``_ANCHOR_RE.finditer`` (leftmost first, the earlier anchor on a tie, no
+    overlaps), but only the anchors whose keyword is in the text are run, each on its own: one
+    pattern that starts with a literal is searched far faster than the alternation of all of them.
+    """
+    found: list[tuple[int, int, int, Anchor]] = []
+    for index, (anchor, pattern) in _candidates(text, keywords).items():
+        for m in pattern.finditer(text):
+            found.append((m.start(), index, m.end(), anchor))
+            if len(found) >= 4 * MAX_EVENTS_PER_RECORD:
+                break
+    return _leftmost(found) if found else []
+
+
+def _find_block_anchors(texts: list[str], joined: str, keywords: tuple[str, ...]) -> list[list[tuple[Anchor, int, int]]]:
+    """:func:`_find_anchors` of every record of a block at once: each candidate anchor searched
+    once over the block (``joined`` with NULs, which no anchor can match across)."""
+    starts: list[int] = []
+    offset = 0
+    for text in texts:
+        starts.append(offset)
+        offset += len(text) + 1
+    found: list[list[tuple[int, int, int, Anchor]]] = [[] for _ in texts]
+    for index, (anchor, pattern) in _candidates(joined, keywords, present=True).items():
+        for m in pattern.finditer(joined):
+            at = m.start()
+            r = bisect_right(starts, at) - 1
+            record_found = found[r]
+            if len(record_found) < 4 * MAX_EVENTS_PER_RECORD:
+                record_found.append((at - starts[r], index, m.end() - starts[r], anchor))
+    return [_leftmost(f) if f else [] for f in found]
 
 
 def _change_state(anchor: Anchor, state: _State, events: list[Event], text: str, start: int, line_no: int) -> None:
@@ -1181,31 +1251,34 @@ def _shadowed(index: int, matches: list[tuple[Anchor, int, int]]) -> bool:
     )
 
 
-def _head_for(head_text: str, record_head: _Head) -> _Head:
-    """Prefixes just before a match, completed from the start of its record."""
+def _head_for(head_text: str, record_head: Callable[[], _Head]) -> _Head:
+    """Prefixes just before a match, completed from the start of its record (read only if needed)."""
     head = _read_head(head_text)
-    if head.rank is None and head.local_rank is None:
-        head = replace(head, rank=record_head.rank, local_rank=record_head.local_rank)
-    if head.timestamp is None:
-        head = replace(head, timestamp=record_head.timestamp)
-    if head.pg_id is None and record_head.pg_id is not None and head.group_rank is None:
-        head = replace(head, pg_id=record_head.pg_id, pg_name=record_head.pg_name, group_rank=record_head.group_rank)
-    return head
+    if head.rank is not None and head.timestamp is not None and (head.pg_id is not None or head.group_rank is not None):
+        return head
+    whole = record_head()
+    rank, local = (head.rank, head.local_rank) if head.rank is not None or head.local_rank is not None else (
+        whole.rank, whole.local_rank)
+    pg_id, pg_name, group = head.pg_id, head.pg_name, head.group_rank
+    if pg_id is None and whole.pg_id is not None and group is None:
+        pg_id, pg_name, group = whole.pg_id, whole.pg_name, whole.group_rank
+    return _Head(rank, local, group, pg_id, pg_name, head.timestamp or whole.timestamp)
 
 
 def _exception_only(record: Record, state: _State, events: list[Event], ctx_rank: int | None) -> None:
     """A record with no anchor: a Python exception line, if it holds one."""
-    if "Error" not in record.text and "Exception" not in record.text:
+    if _EXCEPTION_HINT.search(record.text) is None:
         return
-    record_head = _read_head(record.text[:300])
-    fields = _exception_event(record, record_head)
+    fields = _exception_event(record)
     if fields is not None:
         offset = int(fields.get("_offset", 0))  # type: ignore[call-overload]
-        events.append(_make_event(fields, record_head, record, offset, ctx_rank, state))
+        events.append(_make_event(fields, _read_head(record.text[:300]), record, offset, ctx_rank, state))
 
 
-def _events_in_record(record: Record, state: _State, events: list[Event]) -> None:
-    """Append the events of one record to ``events`` (which holds every earlier event)."""
+def _events_in_record(record: Record, state: _State, events: list[Event],
+                      matches: list[tuple[Anchor, int, int]] | None = None) -> None:
+    """Append the events of one record to ``events`` (whose last item is the event before).
+    ``matches``: its anchor matches when already found (:func:`_find_block_anchors`)."""
     text = record.text
     line_no = record.line_no
     ctx_rank = None
@@ -1216,11 +1289,18 @@ def _events_in_record(record: Record, state: _State, events: list[Event]) -> Non
         state.prefix_rank = (int(prefix.group(1)), line_no)
     if "distributed" in text or "backward(" in text:
         _update_frames(state, text, int(prefix.group(1)) if prefix else ctx_rank, line_no)
-    matches = _find_anchors(text)
+    if matches is None:
+        matches = _find_anchors(text)
     if not matches:
         _exception_only(record, state, events, ctx_rank)
         return
-    record_head = _read_head(text[:300])
+    cached: list[_Head] = []
+
+    def record_head() -> _Head:
+        if not cached:
+            cached.append(_read_head(text[:300]))
+        return cached[0]
+
     prev_end = 0
     covered_until = -1  # inside the span of the message before: no event of its own
     for index, (anchor, start, end) in enumerate(matches):
@@ -1264,42 +1344,139 @@ _MERGE_PRECEDENCE = {
 _MERGE_LINES = 4
 
 
-def _merge_chains(events: list[Event]) -> list[Event]:
+def _mergeable(prev: Event, event: Event) -> bool:
+    return (
+        prev.kind in _MERGE_PRECEDENCE
+        and event.kind in _MERGE_PRECEDENCE
+        and prev.kind is not EventKind.PEER_CLOSED
+        and event.line_no - prev.line_no <= _MERGE_LINES
+        and (event.rank is None or prev.rank is None or event.rank == prev.rank)
+        and not (prev.kind is EventKind.DUPLICATE_GPU and event.kind is EventKind.DUPLICATE_GPU)
+    )
+
+
+def _merged(prev: Event, event: Event) -> Event:
     """``NCCL error in: … / ncclSystemError: … / Last error: … / Cuda failure …`` -> one event."""
-    out: list[Event] = []
-    for event in events:
-        prev = out[-1] if out else None
-        if (
-            prev is not None
-            and prev.kind in _MERGE_PRECEDENCE
-            and event.kind in _MERGE_PRECEDENCE
-            and prev.kind is not EventKind.PEER_CLOSED
-            and event.line_no - prev.line_no <= _MERGE_LINES
-            and (event.rank is None or prev.rank is None or event.rank == prev.rank)
-            and not (prev.kind is EventKind.DUPLICATE_GPU and event.kind is EventKind.DUPLICATE_GPU)
-        ):
-            winner, other = (event, prev) if _MERGE_PRECEDENCE[event.kind] > _MERGE_PRECEDENCE[prev.kind] else (prev, event)
-            detail = "; ".join(d for d in dict.fromkeys((prev.detail, event.detail)) if d)
-            merged = replace(
-                winner,
-                backend=prev.backend if prev.backend is not Backend.UNKNOWN else event.backend,
-                rank=prev.rank if prev.rank is not None else event.rank,
-                line=prev.line,
-                line_no=prev.line_no,
-                detail=detail[:300],
-                seq_num=winner.seq_num if winner.seq_num is not None else other.seq_num,
-                op_type=winner.op_type or other.op_type,
-                numel_in=winner.numel_in if winner.numel_in is not None else other.numel_in,
-                numel_out=winner.numel_out if winner.numel_out is not None else other.numel_out,
-                timeout_ms=winner.timeout_ms if winner.timeout_ms is not None else other.timeout_ms,
-                named_ranks=winner.named_ranks or other.named_ranks,
-                group_rank=winner.group_rank if winner.group_rank is not None else other.group_rank,
-                timestamp=prev.timestamp or event.timestamp,
-            )
-            out[-1] = merged
-            continue
-        out.append(event)
-    return out
+    winner, other = (event, prev) if _MERGE_PRECEDENCE[event.kind] > _MERGE_PRECEDENCE[prev.kind] else (prev, event)
+    detail = "; ".join(d for d in dict.fromkeys((prev.detail, event.detail)) if d)
+    return replace(
+        winner,
+        backend=prev.backend if prev.backend is not Backend.UNKNOWN else event.backend,
+        rank=prev.rank if prev.rank is not None else event.rank,
+        line=prev.line,
+        line_no=prev.line_no,
+        detail=detail[:300],
+        seq_num=winner.seq_num if winner.seq_num is not None else other.seq_num,
+        op_type=winner.op_type or other.op_type,
+        numel_in=winner.numel_in if winner.numel_in is not None else other.numel_in,
+        numel_out=winner.numel_out if winner.numel_out is not None else other.numel_out,
+        timeout_ms=winner.timeout_ms if winner.timeout_ms is not None else other.timeout_ms,
+        named_ranks=winner.named_ranks or other.named_ranks,
+        group_rank=winner.group_rank if winner.group_rank is not None else other.group_rank,
+        timestamp=prev.timestamp or event.timestamp,
+    )
+
+
+class _Sink:
+    """Where finished events go: merged with the one before when they continue it, counted, and
+    kept while under the cap."""
+
+    def __init__(self, max_events: int) -> None:
+        self.kept: list[Event] = []
+        self.max_events = max_events
+        self.tally = TallyBuilder()
+        self.pending: Event | None = None
+
+    def add(self, event: Event) -> None:
+        if self.pending is not None and _mergeable(self.pending, event):
+            self.pending = _merged(self.pending, event)
+            return
+        self.finish()
+        self.pending = event
+
+    def finish(self) -> None:
+        event, self.pending = self.pending, None
+        if event is None:
+            return
+        keep = len(self.kept) < self.max_events
+        if keep:
+            self.kept.append(event)
+        self.tally.add(event, kept=keep)
+
+
+@dataclass(frozen=True)
+class ParsedLog:
+    """A parsed log: the first ``max_events`` events, and counts over all of them."""
+
+    events: tuple[Event, ...]
+    tally: LogTally
+
+
+#: the log is read in pieces of about this many bytes (so its decoded text is never whole in memory)
+_PIECE_BYTES = 4 * 2**20
+
+
+def _pieces(data: bytes | bytearray | memoryview | str) -> Iterator[str]:
+    """The log as normalised text, in pieces of about ``_PIECE_BYTES`` that end at a line break
+    (before a line that starts with ``[`` when there is one near: a wrapped record is then not cut)."""
+    if not isinstance(data, (bytes, bytearray, memoryview, str)):
+        normalize_text(data)  # raises the TypeError that says what was expected
+    if isinstance(data, memoryview):
+        data = data.cast("B")
+    newline, bracket = ("\n", "\n[") if isinstance(data, str) else (b"\n", b"\n[")
+    size = len(data)
+    start = 0
+    while start < size:
+        end = start + _PIECE_BYTES
+        if end >= size:
+            end = size
+        else:
+            near = bytes(data[end:end + 64 * 1024]) if isinstance(data, memoryview) else data[end:end + 64 * 1024]
+            cut = near.find(bracket)  # type: ignore[arg-type]
+            if cut < 0:
+                cut = near.find(newline)  # type: ignore[arg-type]
+            end = size if cut < 0 else end + cut + 1
+        yield normalize_text(data[start:end])
+        start = end
+
+
+def read_log(data: bytes | bytearray | memoryview | str, *, max_events: int = MAX_EVENTS) -> ParsedLog:
+    """Any log bytes or text -> :class:`ParsedLog`. Never raises on bad data.
+
+    Every line is read and every event counted (:class:`LogTally`); the first ``max_events`` are
+    kept with their text. Memory grows with the kept events and the number of ranks, not with the
+    log: it is decoded and matched in pieces of a few MiB.
+    """
+    state = _State(frames={})
+    window: list[Event] = []
+    sink = _Sink(max_events)
+    block: list[Record] = []
+    line_offset = 0
+
+    def flush() -> None:
+        texts = [r.text for r in block]
+        joined = "\0".join(texts)
+        keywords = tuple(k for k in _LOOK_KEYWORDS if k in joined)
+        if keywords:
+            for record, matches in zip(block, _find_block_anchors(texts, joined, keywords)):
+                _events_in_record(record, state, window, matches)
+            # the last event stays in the window: the next record may still complete it
+            for event in window[:-1]:
+                sink.add(event)
+            del window[:-1]
+        block.clear()
+
+    for piece in _pieces(data):
+        for record in iter_records(piece, first_line=line_offset + 1):
+            block.append(record)
+            if len(block) >= _BLOCK_RECORDS:
+                flush()
+        flush()
+        line_offset += piece.count("\n")
+    for event in window:
+        sink.add(event)
+    sink.finish()
+    return ParsedLog(events=tuple(sink.kept), tally=sink.tally.build())
 
 
 def parse_log(data: bytes | bytearray | memoryview | str, *, max_events: int = MAX_EVENTS) -> list[Event]:
@@ -1307,7 +1484,7 @@ def parse_log(data: bytes | bytearray | memoryview | str, *, max_events: int = M
 
     At most ``max_events`` events are kept (the first ones), and at most
     ``MAX_EVENTS_PER_RECORD`` per logical record, so a pathological input cannot make the
-    result itself unbounded.
+    result itself unbounded; :func:`read_log` also counts the ones past the cap.
 
     >>> [e.kind.value for e in parse_log(b"[rank1]:[E1206 18:44:12.7 ProcessGroupNCCL.cpp:607] "
     ...     b"[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
@@ -1315,21 +1492,4 @@ def parse_log(data: bytes | bytearray | memoryview | str, *, max_events: int = M
     ...     b"milliseconds before timing out.")]
     ['collective_timeout']
     """
-    text = normalize_text(data)
-    state = _State(frames={})
-    events: list[Event] = []
-    block: list[Record] = []
-
-    def flush() -> None:
-        if len(events) < max_events and _may_match("\0".join(r.text for r in block), _LOOK_KEYWORDS):
-            for record in block:
-                _events_in_record(record, state, events)
-        del events[max_events:]
-        block.clear()
-
-    for record in iter_records(text):
-        block.append(record)
-        if len(block) >= _BLOCK_RECORDS:
-            flush()
-    flush()
-    return _merge_chains(events)
+    return list(read_log(data, max_events=max_events).events)

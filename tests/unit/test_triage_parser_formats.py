@@ -119,3 +119,20 @@ def test_every_anchor_example_matches_and_passes_the_prefilter():
             assert anchor.name in [name for name, _ in found], (anchor.name, found)
             matched = next(text for name, text in found if name == anchor.name)
             assert any(k in matched for k in anchor.keywords), (anchor.name, matched, anchor.keywords)
+
+
+def test_anchors_found_one_at_a_time_are_the_alternation_s_matches():
+    """_find_anchors runs only the anchors whose keyword is present, each on its own; it must find
+    exactly what the alternation of all anchors finds, on every record of every test log."""
+    from pathlib import Path
+
+    from nccl_workbook.triage.parser import _find_anchors, iter_records, normalize_text
+
+    logs = Path(__file__).resolve().parents[1] / "data" / "logs"
+    n = 0
+    for path in sorted(logs.glob("*/*.log")):
+        for record in iter_records(normalize_text(path.read_bytes())):
+            expected = [(m.lastgroup, m.start(), m.end()) for m in _ANCHOR_RE.finditer(record.text)]
+            assert [(a.name, s, e) for a, s, e in _find_anchors(record.text)] == expected, (path.name, record.text)
+            n += len(expected)
+    assert n > 200
