@@ -9,7 +9,7 @@ Three steps, each usable alone:
 2. :func:`summarize` — the job-level reading (:class:`JobSummary`): ranks reported, missing,
    behind, the failing op, the earliest failure;
 3. :func:`rank_causes` — ranked :class:`Finding` objects pointing at scenario notebooks
-   (:data:`SCENARIO_NOTEBOOKS`), with reasons, confidence and the fix.
+   (from the scenario registry, :func:`notebook_for`), with reasons, confidence and the fix.
 
 :func:`triage_log` runs all three and returns a :class:`TriageReport` (text via ``render()``,
 ``to_json()``, HTML in Jupyter, ``plot()``). The CLI is ``nccl-workbook triage [FILE|-] [--json]``;
@@ -27,10 +27,18 @@ from __future__ import annotations
 
 from importlib import resources
 
-from nccl_workbook.triage.events import EVENT_COLUMNS, FAILURE_KINDS, Backend, Event, EventKind, events_frame
-from nccl_workbook.triage.findings import SCENARIO_NOTEBOOKS, Confidence, Finding, notebook_for, rank_causes
-from nccl_workbook.triage.job import JobSummary, RankRow, RankStatus, summarize
-from nccl_workbook.triage.parser import normalize_text, parse_log
+from nccl_workbook.triage.events import (
+    EVENT_COLUMNS,
+    FAILURE_KINDS,
+    Backend,
+    Event,
+    EventKind,
+    LogTally,
+    events_frame,
+)
+from nccl_workbook.triage.findings import Confidence, Finding, notebook_for, rank_causes, scenario_notebooks
+from nccl_workbook.triage.job import JobSummary, LogRankState, RankRow, summarize
+from nccl_workbook.triage.parser import ParsedLog, normalize_text, parse_log, read_log
 from nccl_workbook.triage.plots import plot_rank_events
 from nccl_workbook.triage.report import TriageReport, render_text, triage_log
 
@@ -40,14 +48,17 @@ __all__ = [
     "Event",
     "EVENT_COLUMNS",
     "FAILURE_KINDS",
+    "LogTally",
     "events_frame",
     "parse_log",
+    "read_log",
+    "ParsedLog",
     "normalize_text",
     "JobSummary",
     "RankRow",
-    "RankStatus",
+    "LogRankState",
     "summarize",
-    "SCENARIO_NOTEBOOKS",
+    "scenario_notebooks",
     "Confidence",
     "Finding",
     "notebook_for",

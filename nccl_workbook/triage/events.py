@@ -35,6 +35,8 @@ __all__ = [
     "EventKind",
     "Event",
     "FAILURE_KINDS",
+    "LogTally",
+    "TallyBuilder",
     "events_frame",
     "EVENT_COLUMNS",
 ]
@@ -71,8 +73,14 @@ class EventKind(str, enum.Enum):
     MONITORED_BARRIER = "monitored_barrier"
     #: gloo "Connection closed by peer", "Connection reset by peer", NCCL "closed by remote peer"
     PEER_CLOSED = "peer_closed"
-    #: TCPStore / rendezvous timeouts ("k/n clients joined", "Socket Timeout", client socket)
+    #: TCPStore / rendezvous timeouts ("k/n clients joined", "Socket Timeout", client socket, the
+    #: store based barrier of ``init_process_group``, the NCCL unique id never published by rank 0)
     STORE_TIMEOUT = "store_timeout"
+    #: "Waiting in store based barrier ..." progress line: who had arrived so far (not a failure)
+    STORE_WAITING = "store_waiting"
+    #: a connection could not be opened while setting up: the store client ("failed to connect",
+    #: "Connection refused"), gloo's full mesh (``connectFullMesh``), the rendezvous backend
+    CONNECT_FAILED = "connect_failed"
     DATALOADER_TIMEOUT = "dataloader_timeout"
     DATALOADER_WORKER_DIED = "dataloader_worker_died"
     TOO_MANY_OPEN_FILES = "too_many_open_files"
@@ -107,6 +115,7 @@ FAILURE_KINDS: frozenset[EventKind] = frozenset(
         EventKind.MONITORED_BARRIER,
         EventKind.PEER_CLOSED,
         EventKind.STORE_TIMEOUT,
+        EventKind.CONNECT_FAILED,
         EventKind.DATALOADER_TIMEOUT,
         EventKind.DATALOADER_WORKER_DIED,
         EventKind.TOO_MANY_OPEN_FILES,
@@ -156,6 +165,13 @@ class Event:
     named_ranks: tuple[int, ...] = ()
     #: world size when the message states it (``1/4 clients joined`` -> 4)
     world_size: int | None = None
+    #: how many ranks had arrived when the message was printed (``1/4 clients joined`` -> 1,
+    #: ``num_workers_joined=3`` / ``worker_count=3`` of the store based barrier -> 3)
+    arrived: int | None = None
+    #: the TCPStore key waited for (``store_based_barrier_key:1``, ``/default_pg/0//cpu//0/1``)
+    store_key: str | None = None
+    #: ``host:port`` a connection was tried to (store master, gloo peer)
+    address: str | None = None
     #: short specifics: NCCL error code, exception type and text, signal, ``recv``/``send``
     detail: str = ""
     #: the glog / launcher timestamp as printed (``E1206 18:44:12.715298746``), for reading only
@@ -175,6 +191,92 @@ class Event:
         return self.kind in FAILURE_KINDS
 
 
+@dataclass(frozen=True)
+class LogTally:
+    """Counts over every event of a log, also those past the parser's event cap.
+
+    The parser keeps the first ``MAX_EVENTS`` events (with their text) and counts all of them
+    here, so that the job summary still sees every rank and every event of a huge log while memory
+    stays bounded: what a tally keeps grows with the number of ranks, not with the log.
+    """
+
+    n_events: int = 0
+    #: events kept in the event list (``n_events`` when nothing was capped)
+    n_kept: int = 0
+    unranked_failures: int = 0
+    #: (rank, events of that rank), by rank
+    events_per_rank: tuple[tuple[int, int], ...] = ()
+    #: ranks with at least one failure event
+    failure_ranks: tuple[int, ...] = ()
+    #: ranks only named by other ranks' messages (late ranks, peers)
+    named_ranks: tuple[int, ...] = ()
+    #: the largest world size a message states
+    stated_world_size: int | None = None
+    #: ranks the launcher's exit summary lists
+    launcher_ranks: tuple[int, ...] = ()
+    #: each rank's first failure event (for ranks whose events were all past the cap)
+    first_failures: tuple[Event, ...] = ()
+
+    @property
+    def capped(self) -> bool:
+        return self.n_kept < self.n_events
+
+
+class TallyBuilder:
+    """Builds a :class:`LogTally` one event at a time (the parser's and ``summarize``'s helper)."""
+
+    def __init__(self) -> None:
+        self.n_events = 0
+        self.n_kept = 0
+        self.unranked_failures = 0
+        self.per_rank: dict[int, int] = {}
+        self.failure_ranks: set[int] = set()
+        self.named: set[int] = set()
+        self.world: int | None = None
+        self.launcher: set[int] = set()
+        self.first_failures: dict[int, Event] = {}
+
+    def add(self, event: Event, kept: bool = True) -> None:
+        self.n_events += 1
+        self.n_kept += kept
+        rank = event.rank
+        failure = event.kind in FAILURE_KINDS
+        if rank is not None:
+            self.per_rank[rank] = self.per_rank.get(rank, 0) + 1
+            if failure:
+                self.failure_ranks.add(rank)
+                if rank not in self.first_failures:
+                    self.first_failures[rank] = event
+            if event.kind is EventKind.PROCESS_EXIT:
+                self.launcher.add(rank)
+        elif failure:
+            self.unranked_failures += 1
+        if event.named_ranks:
+            self.named.update(event.named_ranks)
+        if event.world_size is not None and (self.world is None or event.world_size > self.world):
+            self.world = event.world_size
+
+    def build(self) -> LogTally:
+        return LogTally(
+            n_events=self.n_events,
+            n_kept=self.n_kept,
+            unranked_failures=self.unranked_failures,
+            events_per_rank=tuple(sorted(self.per_rank.items())),
+            failure_ranks=tuple(sorted(self.failure_ranks)),
+            named_ranks=tuple(sorted(self.named)),
+            stated_world_size=self.world,
+            launcher_ranks=tuple(sorted(self.launcher)),
+            first_failures=tuple(self.first_failures[r] for r in sorted(self.first_failures)),
+        )
+
+    @classmethod
+    def of(cls, events: list[Event] | tuple[Event, ...]) -> LogTally:
+        builder = cls()
+        for event in events:
+            builder.add(event)
+        return builder.build()
+
+
 #: column order of :func:`events_frame`
 EVENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Event))
 
@@ -192,8 +294,9 @@ _INT_COLUMNS = (
     "group_rank",
     "local_rank",
     "world_size",
+    "arrived",
 )
-_STRING_COLUMNS = ("backend", "kind", "op_type", "pg_name", "line", "detail", "timestamp")
+_STRING_COLUMNS = ("backend", "kind", "op_type", "pg_name", "line", "detail", "timestamp", "store_key", "address")
 
 
 def events_frame(events: list[Event] | tuple[Event, ...]) -> pd.DataFrame:

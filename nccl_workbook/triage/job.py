@@ -31,16 +31,17 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nccl_workbook.triage.events import FAILURE_KINDS, Event, EventKind
+from nccl_workbook.triage.events import FAILURE_KINDS, Event, EventKind, LogTally, TallyBuilder
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["RankStatus", "RankRow", "JobSummary", "summarize"]
+__all__ = ["LogRankState", "RankRow", "JobSummary", "summarize"]
 
 
-class RankStatus(str, enum.Enum):
-    """What one rank's first failure says about it."""
+class LogRankState(str, enum.Enum):
+    """What one rank's first failure in a log says about it (not to be confused with
+    :class:`nccl_workbook.results.RankStatus`, the outcome of a rank in a workbook run)."""
 
     #: waited in a collective until the timeout
     TIMEOUT = "timeout"
@@ -50,7 +51,7 @@ class RankStatus(str, enum.Enum):
     ERROR = "error"
     #: the watchdog / heartbeat monitor itself was stuck
     STUCK = "stuck"
-    #: the store / rendezvous timed out
+    #: the store / rendezvous timed out, or a connection could not be set up
     STORE = "store"
     #: reported no failure, and its watchdog status shows it never reached the failing collective
     BEHIND = "behind"
@@ -58,14 +59,15 @@ class RankStatus(str, enum.Enum):
     SILENT = "silent"
 
 
-_STATUS_OF_KIND: dict[EventKind, RankStatus] = {
-    EventKind.COLLECTIVE_TIMEOUT: RankStatus.TIMEOUT,
-    EventKind.PG_STATUS: RankStatus.TIMEOUT,
-    EventKind.MONITORED_BARRIER: RankStatus.TIMEOUT,
-    EventKind.PEER_CLOSED: RankStatus.PEER_CLOSED,
-    EventKind.WATCHDOG_STUCK: RankStatus.STUCK,
-    EventKind.HEARTBEAT: RankStatus.STUCK,
-    EventKind.STORE_TIMEOUT: RankStatus.STORE,
+_STATUS_OF_KIND: dict[EventKind, LogRankState] = {
+    EventKind.COLLECTIVE_TIMEOUT: LogRankState.TIMEOUT,
+    EventKind.PG_STATUS: LogRankState.TIMEOUT,
+    EventKind.MONITORED_BARRIER: LogRankState.TIMEOUT,
+    EventKind.PEER_CLOSED: LogRankState.PEER_CLOSED,
+    EventKind.WATCHDOG_STUCK: LogRankState.STUCK,
+    EventKind.HEARTBEAT: LogRankState.STUCK,
+    EventKind.STORE_TIMEOUT: LogRankState.STORE,
+    EventKind.CONNECT_FAILED: LogRankState.STORE,
 }
 
 # kinds that say "this rank itself went wrong" (as opposed to waiting for someone)
@@ -91,7 +93,7 @@ class RankRow:
     """One rank's part in the failure."""
 
     rank: int
-    status: RankStatus
+    status: LogRankState
     #: the kind and line of the rank's first failure (``None`` when silent)
     first_kind: EventKind | None
     first_line: int | None
@@ -129,6 +131,7 @@ class RankRow:
 class JobSummary:
     """The job-level reading of a log (see the module docstring for each field's meaning)."""
 
+    #: every event of the log (counted also past the parser's event cap)
     n_events: int
     ranks_reported: tuple[int, ...]
     ranks_seen: tuple[int, ...]
@@ -151,6 +154,9 @@ class JobSummary:
     per_rank: tuple[RankRow, ...]
     #: failure events whose rank the log does not say
     unranked_failures: int
+    #: events the details (op, sequence numbers, first failures, causes) were read from: the first
+    #: ``MAX_EVENTS`` of the log; below ``n_events`` when the log had more
+    n_events_kept: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict (the ``summary`` of ``triage --json``)."""
@@ -161,6 +167,7 @@ class JobSummary:
                         "seq_num": e.seq_num, "detail": e.detail, "timestamp": e.timestamp}
         return {
             "n_events": self.n_events,
+            "n_events_kept": self.n_events_kept,
             "ranks_reported": list(self.ranks_reported),
             "ranks_seen": list(self.ranks_seen),
             "world_size": self.world_size,
@@ -222,20 +229,24 @@ def _stamp_key(stamp: str) -> tuple[str, float]:
     return day, seconds
 
 
-def summarize(events: list[Event] | tuple[Event, ...]) -> JobSummary:
-    """Events of one job -> :class:`JobSummary`. Works on an empty list (everything empty)."""
+def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = None) -> JobSummary:
+    """Events of one job -> :class:`JobSummary`. Works on an empty list (everything empty).
+
+    ``tally``: the parser's counts over every event (:func:`~nccl_workbook.triage.parser.read_log`)
+    when ``events`` is the capped list; then ranks and counts come from it, the details from
+    ``events``. Without it, ``events`` is taken to be all of them.
+    """
     events = list(events)
+    if tally is None:
+        tally = TallyBuilder.of(events)
     failures = [e for e in events if e.kind in FAILURE_KINDS]
-    ranked_failures = [e for e in failures if e.rank is not None]
-    reported = sorted({e.rank for e in ranked_failures if e.rank is not None})
-    seen = sorted({e.rank for e in events if e.rank is not None}
-                  | {r for e in events for r in e.named_ranks})
+    reported = list(tally.failure_ranks)
+    seen = sorted({r for r, _ in tally.events_per_rank} | set(tally.named_ranks))
 
     # world size: stated > launcher summary > highest rank + 1
-    stated = [e.world_size for e in events if e.world_size is not None]
-    launcher = {e.rank for e in events if e.kind is EventKind.PROCESS_EXIT and e.rank is not None}
-    if stated:
-        world, basis = max(stated), "stated"
+    launcher = set(tally.launcher_ranks)
+    if tally.stated_world_size is not None:
+        world, basis = tally.stated_world_size, "stated"
     elif launcher and max(launcher) + 1 >= (max(seen) + 1 if seen else 0):
         world, basis = max(launcher) + 1, "launcher"
     elif seen:
@@ -305,21 +316,25 @@ def summarize(events: list[Event] | tuple[Event, ...]) -> JobSummary:
     for e in events:
         if e.rank is not None:
             by_rank.setdefault(e.rank, []).append(e)
-    all_ranks = sorted(set(reported) | set(missing) | set(by_rank))
+    counts = dict(tally.events_per_rank)
+    first_past_cap = {e.rank: e for e in tally.first_failures}
+    all_ranks = sorted(set(reported) | set(missing) | set(counts))
     for rank in all_ranks:
         mine = by_rank.get(rank, [])
         mine_failures = [e for e in mine if e.kind in FAILURE_KINDS]
+        if not mine_failures and rank in first_past_cap:
+            mine_failures = [first_past_cap[rank]]  # all its events were past the event cap
         first = mine_failures[0] if mine_failures else None
         first_error = next((e for e in mine_failures if e.kind in _ERROR_KINDS), None)
         first_wait = next((e for e in mine_failures if e.kind in _STATUS_OF_KIND), None)
         if first is None:
-            status = RankStatus.BEHIND if rank in behind else RankStatus.SILENT
+            status = LogRankState.BEHIND if rank in behind else LogRankState.SILENT
         elif first_error is not None and (first_wait is None or first_error.line_no <= first_wait.line_no):
-            status = RankStatus.ERROR  # this rank went wrong before (or without) waiting for anyone
+            status = LogRankState.ERROR  # this rank went wrong before (or without) waiting for anyone
         elif first_wait is not None:
             status = _STATUS_OF_KIND[first_wait.kind]
         else:
-            status = RankStatus.ERROR
+            status = LogRankState.ERROR
         timeout = next((e for e in mine if e.kind is EventKind.COLLECTIVE_TIMEOUT), None)
         stat = status_by_rank.get(rank)
         source = timeout or first
@@ -341,13 +356,14 @@ def summarize(events: list[Event] | tuple[Event, ...]) -> JobSummary:
                 pg_id=(source.pg_id if source and source.pg_id is not None else stat.pg_id if stat else None),
                 last_enqueued=stat.last_enqueued if stat else None,
                 last_completed=stat.last_completed if stat else None,
-                n_events=len(mine),
+                n_events=counts.get(rank, 0),
                 detail=detail,
             )
         )
 
     return JobSummary(
-        n_events=len(events),
+        n_events=tally.n_events,
+        n_events_kept=tally.n_kept,
         ranks_reported=tuple(reported),
         ranks_seen=tuple(seen),
         world_size=world,
@@ -363,7 +379,7 @@ def summarize(events: list[Event] | tuple[Event, ...]) -> JobSummary:
         first_detectors=tuple(detectors),
         named_late=tuple(named_late),
         per_rank=tuple(rows),
-        unranked_failures=len(failures) - len(ranked_failures),
+        unranked_failures=tally.unranked_failures,
     )
 
 

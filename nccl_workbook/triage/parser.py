@@ -15,8 +15,17 @@ What it reads, from every PyTorch release since 1.x (examples in ``tests/data/lo
   ``Mismatched collective``;
 - gloo ``Timed out waiting Nms for recv/send operation``, ``Connection closed by peer``,
   ``Application timeout caused pair closure``, ``monitoredBarrier`` reports;
-- TCPStore / rendezvous timeouts (``k/n clients joined``, ``Socket Timeout``, client socket);
-- DataLoader timeouts and worker deaths, ``Too many open files``;
+- TCPStore / rendezvous timeouts (``k/n clients joined``, ``Socket Timeout``, client socket with its
+  ``host:port``), the store based barrier of ``init_process_group`` (who arrived, of how many, its
+  key and timeout) and its ``Waiting in store based barrier`` progress line, gloo's set-up waiting
+  for a rank's address key (which names the late rank), the NCCL unique id that rank 0 publishes
+  through the store, the heartbeat monitor's ``"should dump" flag`` failure (the store is gone);
+- connection set-up: ``Gloo connectFullMesh failed``, ``Connection refused``, the store client
+  that ``failed to connect``, ``RendezvousConnectionError``, gloo's ``Unable to find address for``;
+- DataLoader timeouts and worker deaths (also the worker's own ``bus error`` / ``segmentation
+  fault`` lines), ``Too many open files``;
+- ``Terminating the process after attempting to dump debug info, due to …`` (the process aborts
+  itself: a watchdog hang, or after a timeout);
 - ``ncclSystemError``/``ncclUnhandledCudaError``/``ncclRemoteError``/…, ``NCCL WARN``,
   ``Duplicate GPU detected``, CUDA errors, DDP's unused-parameter error, other Python exceptions
   raised on a rank, and the launcher's exit summary.
@@ -48,13 +57,18 @@ Usage::
 
 from __future__ import annotations
 
+import enum
 import re
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
-from nccl_workbook.triage.events import Backend, Event, EventKind
+from nccl_workbook.ops import op_or_none
+from nccl_workbook.triage.events import Backend, Event, EventKind, LogTally, TallyBuilder
 
-__all__ = ["parse_log", "normalize_text", "iter_records", "Record", "C10D_FUNCTION_OPS", "MAX_EVENTS"]
+__all__ = ["parse_log", "read_log", "ParsedLog", "normalize_text", "iter_records", "Record", "Anchor", "ANCHORS",
+           "MAX_EVENTS"]
 
 #: a physical line at least this long may have been wrapped by a terminal
 _WRAP_MIN_CHARS = 48
@@ -133,12 +147,13 @@ def normalize_text(data: bytes | bytearray | memoryview | str) -> str:
     return text
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One logical record: physical lines joined where a terminal wrapped them.
 
     ``starts`` holds ``(offset_in_text, physical_line_no)`` for every physical line in it, so a
-    match anywhere in ``text`` maps back to the line it came from.
+    match anywhere in ``text`` maps back to the line it came from. (A named tuple rather than a
+    frozen dataclass: a log of 50 MB makes half a million of them, and a tuple is built several
+    times faster; it is as immutable.)
     """
 
     text: str
@@ -158,14 +173,15 @@ class Record:
         return line_no
 
 
-def iter_records(text: str) -> Iterator[Record]:
-    """Physical lines -> logical records (terminal-wrapped lines joined; ``\r`` splits)."""
+def iter_records(text: str, first_line: int = 1) -> Iterator[Record]:
+    """Physical lines -> logical records (terminal-wrapped lines joined; ``\r`` splits).
+    ``first_line``: the number of the first line of ``text`` in the whole log."""
     parts: list[str] = []
     starts: list[tuple[int, int]] = []
     size = 0
     prev_len = 0
     record_start = _RECORD_START.match
-    for line_no, physical in enumerate(text.split("\n"), 1):
+    for line_no, physical in enumerate(text.split("\n"), first_line):
         pieces = physical.split("\r") if "\r" in physical else (physical,)
         first = True
         for piece in pieces:
@@ -211,92 +227,6 @@ def _words(phrase: str) -> str:
     return _S.join(re.escape(w) for w in phrase.split())
 
 
-# Every anchor starts with a literal and has only bounded repeats. Group name -> handler.
-_ANCHORS: list[tuple[str, str]] = [
-    ("watchdog_timeout", _words("Watchdog caught collective operation timeout")),
-    ("blocking_wait", _words("timed out in blocking wait")),
-    ("async_exception", _words("raised the following async exception")),
-    ("status_new", _words("failure detected by watchdog at work sequence id")),
-    ("status_mid", _words("Exception (either an error or timeout) detected by watchdog at work")),
-    ("status_old", _words("Timeout at NCCL work") + r"\s{0,4}:"),
-    ("dump_signal", _words("Received a dump signal")),
-    ("timeout_signal", _words("Received a timeout signal")),
-    ("fr_prepare", _words("preparing to dump debug info")),
-    ("fr_stack", _words("Stack trace of the failed collective")),
-    ("fr_written", _words("Finished writing Flight Recorder debug info to")),
-    ("watchdog_stuck", r"watchdog" + _S + r"got" + _S + r"stuck" + _S + r"for"),
-    # TORCH_NCCL_DESYNC_DEBUG report (c10d/TraceUtils.h retrieveDesyncReport)
-    ("desync_timeout", _words("Timeout at collective") + r"\s{0,4}:"),
-    ("desync_missing", _words("are the lagging ranks")),
-    ("desync_joined", r"joined" + _S + r"but" + _S + r"didn'?t" + _S + r"finish" + _S + r"collective"),
-    ("desync_finished", r"but" + _S + r"didn'?t" + _S + r"join" + _S + r"collective"),
-    ("heartbeat", _words("Heartbeat monitor timed out")),
-    ("mismatch", _words("Detected mismatch between collectives")),
-    ("nccl_mismatch", _words("Mismatched collective detected")),
-    ("monitored", r"failed" + _S + r"to" + _S + r"pass" + _S + r"monitoredBarrier"),
-    ("monitored_timeout", _words("timed out in monitoredBarrier")),
-    ("gloo_timeout", r"Timed" + _S + r"out" + _S + r"waiting" + _S + r"\d{1,12}" + _S + r"ms" + _S
-     + r"for" + _S + r"(?:recv|send)"),
-    ("peer_closed", r"Connection" + _S + r"(?:closed|reset)" + _S + r"by" + _S
-     + r"(?:remote" + _S + r")?peer"),
-    ("pair_closure", _words("Application timeout caused pair closure")),
-    ("store_clients", r"Timed" + _S + r"out" + _S + r"after" + _S + r"\d{1,12}" + _S + r"seconds"
-     + _S + r"waiting" + _S + r"for" + _S + r"(?:clients|workers)"),
-    ("socket_timeout", _words("Socket Timeout")),
-    ("client_socket", _words("client socket has timed out after")),
-    ("store_wait", r"wait" + _S + r"timeout" + _S + r"after" + _S + r"\d{1,12}" + _S + r"ms"),
-    ("store_key", _words("Timeout waiting for key")),
-    ("rdzv_timeout", r"RendezvousTimeoutError"),
-    ("recv_zero", _words("Failed to recv, got 0 bytes")),
-    ("dl_timeout", _words("DataLoader timed out after")),
-    ("dl_worker", r"DataLoader" + _S + r"worker" + _S + r"\(" + _S + r"pid"),
-    ("too_many_files", _words("Too many open files")),
-    ("ancdata", _words("received 0 items of ancdata")),
-    ("nccl_error", r"NCCL" + _S + r"error" + _S + r"(?:in" + _S + r")?:"),
-    ("nccl_code", r"nccl(?:SystemError|UnhandledCudaError|RemoteError|InternalError|InvalidUsage"
-     r"|InvalidArgument|InProgress)\b"),
-    ("nccl_warn", r"NCCL" + _S + r"WARN\b"),
-    ("duplicate_gpu", _words("Duplicate GPU detected")),
-    ("cuda_error", r"CUDA" + _S + r"error" + _S + r":"),
-    ("cuda_oom", _words("CUDA out of memory")),
-    ("cuda_failure", r"Cuda" + _S + r"failure"),
-    ("unused", _words("Expected to have finished reduction in the prior iteration")),
-    ("elastic_rank", r"rank\s{0,8}:\s{0,4}\d{1,7}\s{0,4}\(\s{0,4}local_rank"),
-    ("elastic_exit", r"exitcode\s{0,8}:\s{0,4}-?\d{1,5}"),
-    ("elastic_failed", r"failed" + _S + r"\(" + _S + r"exitcode" + _S + r":"),
-    ("root_cause", _words("Root Cause (first observed failure)")),
-    ("spawn_process", r"--" + _S + r"Process" + _S + r"\d{1,7}" + _S + r"terminated" + _S + r"with"),
-]
-_ANCHOR_RE = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _ANCHORS))
-
-# Cheap prefilter: a record is matched against ``_ANCHOR_RE`` only if it contains one of these
-# substrings (plain ``in`` checks are ~100x faster than the alternation on ordinary lines).
-# Each anchor above has at least one of them that a terminal wrap cannot break (records are
-# joined before this check) -- keep the two lists in step when adding an anchor.
-_KEYWORDS: tuple[str, ...] = (
-    "atchdog", "WorkNCCL", "blocking", "async exception", "NCCL work", "enqueued", "dump",
-    "Flight Recorder", "stuck", "eartbeat", "ismatch", "monitoredBarrier", "imed out",
-    "by peer", "remote peer", "pair closure", "Socket Timeout", "client socket", "wait timeout",
-    "Timeout waiting", "Rendezvous", "got 0 bytes", "DataLoader", "open files", "ancdata",
-    "NCCL error", "NCCL WARN", "ncclSystem", "ncclUnhandled", "ncclRemote", "ncclInternal",
-    "ncclInvalid", "ncclInProgress", "Duplicate GPU", "CUDA error", "out of memory",
-    "Cuda failure", "prior iteration", "exitcode", "local_rank", "Root Cause", "terminated with",
-    "Stack trace", "Timeout at collective", "lagging ranks", "t join collective", "t finish collective",
-    "timeout signal",
-)
-
-
-def _may_match(text: str, keywords: tuple[str, ...] = _KEYWORDS) -> bool:
-    for keyword in keywords:
-        if keyword in text:
-            return True
-    return False
-
-
-#: a block of records none of which contains one of these can be skipped as a whole
-_LOOK_KEYWORDS: tuple[str, ...] = _KEYWORDS + ("distributed", "backward(", "Error", "Exception")
-_BLOCK_RECORDS = 64
-
 # context only: which collective a rank was in (Python tracebacks, flight-recorder stacks)
 _C10D_FRAME = re.compile(
     r"distributed_c10d\.py\"?,?\s{0,4}(?:line\s{0,4}\d{1,7},\s{0,4}in|:\d{1,7})\s{0,4}(\w{1,60})"
@@ -304,50 +234,13 @@ _C10D_FRAME = re.compile(
     r"|distributed\.py\"?,\s{0,4}line\s{0,4}\d{1,7},\s{0,4}in\s{0,4}(_sync_\w{0,40}|_distributed_broadcast_coalesced|_verify_param\w{0,40})"
     r"|\.(backward)\(\s{0,4}\)"
 )
-# Python exception line (after prefixes): "ValueError: ...", "torch.OutOfMemoryError: ..."
+# Python exception line (after prefixes): "ValueError: ...", "torch.OutOfMemoryError: ..."; the hint
+# is what every such line contains ("c10::Error::Error(" of a C++ frame does not)
+_EXCEPTION_HINT = re.compile(r"(?:Error|Exception)\s{0,4}:(?!:)")
 _EXCEPTION_LINE = re.compile(
     r"(?:^|\]:?\s|\]\s|:\s)\s{0,8}((?:[A-Za-z_]\w{0,40}\.){0,6}[A-Z]\w{0,60}(?:Error|Exception))"
     r"\s{0,4}:\s{0,4}([^\n]{0,200})"
 )
-_SPAWN_CONTEXT = re.compile(r"--\s{0,4}Process\s{0,4}(\d{1,7})\s{0,4}terminated\s{0,4}with")
-
-#: Python functions in ``distributed_c10d`` (and DDP internals) -> NCCL op spelling
-C10D_FUNCTION_OPS: dict[str, str] = {
-    "barrier": "BARRIER",
-    "monitored_barrier": "BARRIER",
-    "all_reduce": "ALLREDUCE",
-    "all_reduce_coalesced": "ALLREDUCE",
-    "all_gather": "ALLGATHER",
-    "all_gather_object": "ALLGATHER",
-    "all_gather_into_tensor": "_ALLGATHER_BASE",
-    "_all_gather_base": "_ALLGATHER_BASE",
-    "all_gather_coalesced": "ALLGATHER",
-    "broadcast": "BROADCAST",
-    "broadcast_object_list": "BROADCAST",
-    "reduce_scatter": "REDUCE_SCATTER",
-    "reduce_scatter_tensor": "_REDUCE_SCATTER_BASE",
-    "_reduce_scatter_base": "_REDUCE_SCATTER_BASE",
-    "reduce": "REDUCE",
-    "gather": "GATHER",
-    "gather_object": "GATHER",
-    "scatter": "SCATTER",
-    "scatter_object_list": "SCATTER",
-    "all_to_all": "ALLTOALL",
-    "all_to_all_single": "ALLTOALL_BASE",
-    "send": "SEND",
-    "isend": "SEND",
-    "recv": "RECV",
-    "irecv": "RECV",
-    "batch_isend_irecv": "SEND",
-    # DDP: loss.backward() all-reduces gradient buckets; forward syncs buffers by broadcast
-    "backward": "ALLREDUCE",
-    "_sync_buffers": "BROADCAST",
-    "_sync_params": "BROADCAST",
-    "_sync_module_states": "BROADCAST",
-    "_distributed_broadcast_coalesced": "BROADCAST",
-    "_verify_param_shape_across_processes": "ALLGATHER",
-    "_verify_params_across_processes": "ALLGATHER",
-}
 
 # prefixes / context before the anchor
 _RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]:")
@@ -393,7 +286,7 @@ _STORE_CLIENTS = re.compile(
     r"(\d{1,9})\s{0,4}/\s{0,4}(\d{1,9})"
 )
 _CLIENT_SOCKET = re.compile(
-    r"after\s{0,4}(\d{1,12})\s{0,4}(ms|s)?\s{0,4}while\s{0,4}trying\s{0,4}to\s{0,4}connect\s{0,4}to\s{0,4}"
+    r"(?:after\s{0,4}(\d{1,12})\s{0,4}(ms|s)?\s{0,4})?while\s{0,4}trying\s{0,4}to\s{0,4}connect\s{0,4}to\s{0,4}"
     r"\(([^()]{0,200})\)"
 )
 _STORE_WAIT = re.compile(r"after\s{0,4}(\d{1,12})\s{0,4}ms")
@@ -424,6 +317,29 @@ _SPAWN = re.compile(r"Process\s{0,4}(\d{1,7})\s{0,4}terminated\s{0,4}with\s{0,4}
 _LAUNCHER_EXCEPTIONS = frozenset(
     {"ChildFailedError", "CalledProcessError", "SignalException", "KeyboardInterrupt", "SystemExit"}
 )
+_DIGITS = re.compile(r"\d{1,7}")
+# the store based barrier of init_process_group / new_group (distributed_c10d._store_based_barrier)
+_SBB_RANK = re.compile(r"rank\s{0,4}:?\s{0,4}(\d{1,7})")
+_SBB_KEY = re.compile(r"key\s{0,4}:\s{0,4}([\w:./-]{1,120}?)\s{0,4}\(")
+_SBB_WORLD = re.compile(r"world_size\s{0,4}=\s{0,4}(\d{1,7})")
+_SBB_JOINED = re.compile(r"(?:worker_count|num_workers_joined)\s{0,4}=\s{0,4}(\d{1,7})")
+# a Python timedelta as str() prints it: "0:00:30", "0:30:00.500000", "1 day, 2:00:00"
+_TIMEDELTA = re.compile(r"timeout\s{0,4}=\s{0,4}(?:(\d{1,6})\s{0,4}days?,\s{0,4})?(\d{1,2}):(\d\d):(\d\d(?:\.\d{1,6})?)")
+_STORE_KEYS = re.compile(r"keys?\s{0,4}:\s{0,4}([\w:./-]{1,200})")
+# gloo's full-mesh rendezvous: each rank waits for the address key of every other rank
+# (torch 2.13: "/default_pg/0//cpu//0/1" is rank 1's address in the default group)
+_GLOO_ADDRESS_KEY = re.compile(r"//(?:cpu|cuda)//\d{1,4}/(\d{1,7})\b")
+_UNIQUE_ID = re.compile(
+    r"\[\s{0,4}(\d{1,7})\s{0,4}\]\s{0,4}is\s{0,4}setting\s{0,4}up\s{0,4}NCCL\s{0,4}communicator\s{0,4}and\s{0,4}$"
+)
+_UNIQUE_ID_KEY = re.compile(r"by\s{0,4}key\s{0,4}'([^'\n]{0,80})'")
+_GOT_ERROR = re.compile(r"(?:got\s{0,4}error|with\s{0,4}error)\s{0,4}:\s{0,4}([^\n]{1,160}?)(?:\.\s{0,4}This|\n|$)")
+_ADDRESS = re.compile(
+    r"(?:remote\s{0,4}=\s{0,4}|connect(?:\s{0,4}to)?\s{0,4}|address\s{0,4}of\s{0,4})"
+    r"\[?\(?([\w.:-]{1,100}?)\]?(?::|,\s{0,4})(\d{1,5})\)?"
+)
+_IFNAME = re.compile(r"address\s{0,4}for\s{0,4}:?\s{0,4}([\w.:-]{1,40})")
+_TERMINATING_DUE = re.compile(r"due\s{0,4}to\s{0,4}([^\n.]{1,80})")
 
 
 def _int(text: str | None) -> int | None:
@@ -439,10 +355,6 @@ def _int(text: str | None) -> int | None:
     return value
 
 
-def _search(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
-    return pattern.search(text)
-
-
 @dataclass(frozen=True)
 class _Head:
     """Prefix information found before a match."""
@@ -456,29 +368,35 @@ class _Head:
 
 
 def _read_head(text: str) -> _Head:
-    """Last ``[rankN]:``/mpirun/``[defaultN]:`` prefix, ``[PG …]``/``[Rank r]`` and glog time."""
+    """Last ``[rankN]:``/mpirun/``[defaultN]:`` prefix, ``[PG …]``/``[Rank r]`` and glog time.
+    (Each pattern runs only when its literal part is in the text: most heads have few of them.)"""
     rank = local = group = pg_id = None
     pg_name: str | None = None
-    for m in _RANK_PREFIX.finditer(text):
-        rank = int(m.group(1))
-    if rank is None:
+    if "[rank" in text:
+        for m in _RANK_PREFIX.finditer(text):
+            rank = int(m.group(1))
+    if rank is None and "<std" in text:
         for m in _MPI_PREFIX.finditer(text):
             rank = int(m.group(1))
-    for m in _LOCAL_PREFIX.finditer(text):
-        if m.group(1).lower() not in ("rank", "pg", "e", "w", "i", "f"):
-            local = int(m.group(2))
+    if "]:" in text:
+        for m in _LOCAL_PREFIX.finditer(text):
+            if m.group(1).lower() not in ("rank", "pg", "e", "w", "i", "f"):
+                local = int(m.group(2))
     pg_end = -1
-    for m in _PG_NEW.finditer(text):
-        pg_id, pg_name, group, pg_end = int(m.group(1)), m.group(3) or None, int(m.group(4)), m.end()
-    if pg_end < 0:
-        for m in _PG_OLD.finditer(text):
-            pg_id, pg_name, group, pg_end = int(m.group(1)), m.group(2) or None, int(m.group(3)), m.end()
-    for m in _RANK_BRACKET.finditer(text):
-        if m.start() >= pg_end:
-            group = int(m.group(1))
+    if "[PG" in text:
+        for m in _PG_NEW.finditer(text):
+            pg_id, pg_name, group, pg_end = int(m.group(1)), m.group(3) or None, int(m.group(4)), m.end()
+        if pg_end < 0:
+            for m in _PG_OLD.finditer(text):
+                pg_id, pg_name, group, pg_end = int(m.group(1)), m.group(2) or None, int(m.group(3)), m.end()
+    if "[Rank" in text:
+        for m in _RANK_BRACKET.finditer(text):
+            if m.start() >= pg_end:
+                group = int(m.group(1))
     stamp = None
-    for m in _GLOG.finditer(text):
-        stamp = m.group(1)
+    if ":" in text:
+        for m in _GLOG.finditer(text):
+            stamp = m.group(1)
     return _Head(rank, local, group, pg_id, pg_name.strip() if pg_name else None, stamp)
 
 
@@ -507,7 +425,7 @@ def _frame_op(state: _State, rank: int | None, line_no: int) -> str | None:
 def _update_frames(state: _State, text: str, rank: int | None, line_no: int) -> None:
     for m in _C10D_FRAME.finditer(text):
         name = m.group(1) or m.group(2) or m.group(3) or m.group(4)
-        op = C10D_FUNCTION_OPS.get(name or "")
+        op = op_or_none(name)
         if op is not None:
             state.frames[rank] = (op, line_no)
 
@@ -527,12 +445,12 @@ def _work_fields(window: str) -> dict[str, int | str | None]:
     """Fields of a ``WorkNCCL(...)`` description anywhere in ``window``."""
     m = _WORK.search(window)
     part = window[m.start():m.start() + 500] if m else window
-    seq = _search(_SEQ, part)
-    op = _search(_OPTYPE, part)
-    n_in = _search(_NUMEL_IN, part)
-    n_out = _search(_NUMEL_OUT, part)
-    tmo = _search(_TIMEOUT_MS, part)
-    ran = _search(_RAN_FOR, window)
+    seq = _SEQ.search(part)
+    op = _OPTYPE.search(part)
+    n_in = _NUMEL_IN.search(part)
+    n_out = _NUMEL_OUT.search(part)
+    tmo = _TIMEOUT_MS.search(part)
+    ran = _RAN_FOR.search(window)
     return {
         "seq_num": _int(seq.group(1)) if seq else None,
         "op_type": op.group(1) if op else None,
@@ -544,9 +462,9 @@ def _work_fields(window: str) -> dict[str, int | str | None]:
 
 
 def _status_fields(window: str) -> dict[str, int | None]:
-    seq = _search(_STATUS_SEQ, window)
-    enq = _search(_ENQUEUED, window)
-    comp = _search(_COMPLETED, window)
+    seq = _STATUS_SEQ.search(window)
+    enq = _ENQUEUED.search(window)
+    comp = _COMPLETED.search(window)
     return {
         "seq_num": _int(seq.group(1)) if seq else None,
         "last_enqueued": _int(enq.group(1)) if enq else None,
@@ -562,228 +480,617 @@ def _cut_line(text: str, at: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# anchor handlers: (name, window before, window after) -> event fields or None
+# anchor handlers: (text just before the match, text from the match on) -> event fields or None
 # --------------------------------------------------------------------------------------------
 
 _Fields = dict[str, object]
+#: ``handler(head, body)``: ``head`` is the text just before the match, ``body`` starts at it
+Handler = Callable[[str, str], "_Fields | None"]
 
 
-def _handle(name: str, head: str, body: str) -> _Fields | None:  # noqa: C901 - a flat dispatch
-    """Fields for one anchor match. ``head`` is the text just before it, ``body`` from it on."""
-    around = head[-300:] + body
-    if name in ("watchdog_timeout", "blocking_wait"):
-        fields = _work_fields(body if name == "watchdog_timeout" else around)
-        return {"kind": EventKind.COLLECTIVE_TIMEOUT, "backend": Backend.NCCL,
-                "detail": "blocking wait" if name == "blocking_wait" else "watchdog", **fields}
-    if name == "async_exception":
-        fields = _work_fields(around)
-        reason = _search(_NCCL_REASON, body)
-        code = _search(_NCCL_CODE, body)
-        detail = " ".join(x for x in (code.group(1) if code else "", reason.group(1).strip() if reason else "") if x)
-        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": detail or "async NCCL error",
-                **fields}
-    if name in ("status_new", "status_mid", "status_old"):
-        fields = _status_fields(body)
-        return {"kind": EventKind.PG_STATUS, "backend": Backend.NCCL,
-                "detail": f"watchdog: work {fields['seq_num']} failed" if fields["seq_num"] is not None
-                else "watchdog status", **fields}
-    if name in ("dump_signal", "timeout_signal"):
-        fields = _status_fields(body)
-        fields["seq_num"] = None
-        src = _search(_FROM_RANK, body[:200])
-        detail = "dump signal"
-        named: tuple[int, ...] = ()
-        if src is not None:
-            if src.group(1) is not None:
-                named = (int(src.group(1)),)
-                detail = f"dump signal from rank {src.group(1)}"
-            else:
-                detail = "dump signal from this local rank"
-        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL, "detail": detail,
-                "named_ranks": named, **fields}
-    if name == "fr_prepare":
-        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL, "detail": "preparing to dump debug info"}
-    if name == "fr_stack":
-        missing = "not found" in body[:80]
-        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
-                "detail": "flight recorder disabled: no stack of the failed collective" if missing
-                else "stack trace of the failed collective"}
-    if name == "fr_written":
-        target = body.split("to", 1)[-1].strip().split()[:1]
-        return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
-                "detail": "flight recorder dump written" + (f" to {target[0]}" if target else "")}
-    if name == "watchdog_stuck":
-        sec = _search(_STUCK_SECONDS, body[:80])
-        return {"kind": EventKind.WATCHDOG_STUCK, "backend": Backend.NCCL,
-                "timeout_ms": int(sec.group(1)) * 1000 if sec else None,
-                "detail": "watchdog stuck (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC)"}
-    if name == "desync_timeout":
-        m = _search(_DESYNC_AT, body[:160])
-        own = _search(_LAST_BRACKET_RANKS, head[-40:])
-        return {"kind": EventKind.DESYNC_REPORT, "backend": Backend.NCCL,
-                "op_type": m.group(1) if m else None, "seq_num": _int(m.group(2)) if m else None,
-                "group_rank": int(own.group(1).split(",")[0]) if own else None,
-                "detail": "desync report: timed out collective"}
-    if name in ("desync_missing", "desync_joined", "desync_finished"):
+def _nccl_timeout(detail: str, own_window: bool) -> Handler:
+    """Watchdog (``own_window``: the WorkNCCL follows) or blocking-wait timeout (it precedes)."""
+
+    def handle(head: str, body: str) -> _Fields:
+        fields = _work_fields(body if own_window else head[-300:] + body)
+        return {"kind": EventKind.COLLECTIVE_TIMEOUT, "backend": Backend.NCCL, "detail": detail, **fields}
+
+    return handle
+
+
+def _async_exception(head: str, body: str) -> _Fields:
+    fields = _work_fields(head[-300:] + body)
+    reason = _NCCL_REASON.search(body)
+    code = _NCCL_CODE.search(body)
+    detail = " ".join(x for x in (code.group(1) if code else "", reason.group(1).strip() if reason else "") if x)
+    return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": detail or "async NCCL error", **fields}
+
+
+def _pg_status(head: str, body: str) -> _Fields:
+    fields = _status_fields(body)
+    seq = fields["seq_num"]
+    return {"kind": EventKind.PG_STATUS, "backend": Backend.NCCL,
+            "detail": f"watchdog: work {seq} failed" if seq is not None else "watchdog status", **fields}
+
+
+def _dump_signal(head: str, body: str) -> _Fields:
+    fields = _status_fields(body)
+    fields["seq_num"] = None
+    src = _FROM_RANK.search(body[:200])
+    detail = "dump signal"
+    named: tuple[int, ...] = ()
+    if src is not None and src.group(1) is not None:
+        named = (int(src.group(1)),)
+        detail = f"dump signal from rank {src.group(1)}"
+    elif src is not None:
+        detail = "dump signal from this local rank"
+    return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL, "detail": detail, "named_ranks": named,
+            **fields}
+
+
+def _fr_prepare(head: str, body: str) -> _Fields:
+    return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL, "detail": "preparing to dump debug info"}
+
+
+def _fr_stack(head: str, body: str) -> _Fields:
+    missing = "not found" in body[:80]
+    return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
+            "detail": "flight recorder disabled: no stack of the failed collective" if missing
+            else "stack trace of the failed collective"}
+
+
+def _fr_written(head: str, body: str) -> _Fields:
+    target = body.split("to", 1)[-1].strip().split()[:1]
+    return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
+            "detail": "flight recorder dump written" + (f" to {target[0]}" if target else "")}
+
+
+def _watchdog_stuck(head: str, body: str) -> _Fields:
+    sec = _STUCK_SECONDS.search(body[:80])
+    return {"kind": EventKind.WATCHDOG_STUCK, "backend": Backend.NCCL,
+            "timeout_ms": int(sec.group(1)) * 1000 if sec else None,
+            "detail": "watchdog stuck (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC)"}
+
+
+def _desync_timeout(head: str, body: str) -> _Fields:
+    m = _DESYNC_AT.search(body[:160])
+    own = _LAST_BRACKET_RANKS.search(head[-40:])
+    return {"kind": EventKind.DESYNC_REPORT, "backend": Backend.NCCL,
+            "op_type": m.group(1) if m else None, "seq_num": _int(m.group(2)) if m else None,
+            "group_rank": int(own.group(1).split(",")[0]) if own else None,
+            "detail": "desync report: timed out collective"}
+
+
+def _desync_ranks(what: str) -> Handler:
+    """A desync-report line that names ranks in brackets before ``what`` they did."""
+
+    def handle(head: str, body: str) -> _Fields:
         ranks = None
         for ranks in _LAST_BRACKET_RANKS.finditer(head[-300:]):
             pass
-        named = tuple(int(x) for x in re.findall(r"\d{1,7}", ranks.group(1))) if ranks else ()
-        seq = _search(_HASH_SEQ, body[:120])
-        what = {"desync_missing": "never joined any collective",
-                "desync_joined": "joined but did not finish the collective",
-                "desync_finished": "finished the previous collective but did not join this one"}[name]
+        named = tuple(int(x) for x in _DIGITS.findall(ranks.group(1))) if ranks else ()
+        seq = _HASH_SEQ.search(body[:120])
         return {"kind": EventKind.DESYNC_REPORT, "backend": Backend.NCCL, "named_ranks": named,
                 "seq_num": _int(seq.group(1)) if seq else None,
                 "detail": f"desync report: rank(s) {', '.join(map(str, named)) or '?'} {what}"}
-    if name == "heartbeat":
-        meta = _search(_WORK_META, body[:200])
-        return {"kind": EventKind.HEARTBEAT, "backend": Backend.NCCL,
-                "detail": f"heartbeat monitor timed out; {meta.group(1)} work items pending" if meta
-                else "heartbeat monitor timed out"}
-    if name == "mismatch":
-        runs = list(_RUNNING.finditer(body[:2000]))
-        own = int(runs[0].group(1)) if runs else None
-        op = _search(_OPTYPE, body[:1200])
-        seq = _search(_FP_SEQ, body[:1200])
-        shape = _search(_FP_SHAPE, body[:1200])
-        but = _search(_BUT_RANK, body[:2000])
-        differ = _search(_DIFFER, body[:3000])
-        parts = []
-        if shape:
-            parts.append(f"shape [{' '.join(shape.group(1).split())}]")
-        if but is not None:
-            parts.append(f"rank {but.group(1)} runs {but.group(2) or 'a different collective'}")
-        if differ:
-            parts.append(f"differ in: {' '.join(differ.group(1).split())}")
-        device = body[:1500]
-        backend = (Backend.NCCL if "device=cuda" in device else Backend.GLOO if "device=cpu" in device
-                   else Backend.UNKNOWN)
-        return {"kind": EventKind.COLLECTIVE_MISMATCH, "backend": backend,
-                "op_type": op.group(1) if op else None, "seq_num": _int(seq.group(1)) if seq else None,
-                "group_rank": own, "named_ranks": (int(but.group(1)),) if but else (),
-                "detail": "; ".join(parts) or "collective mismatch"}
-    if name == "nccl_mismatch":
-        near = _search(_NEAR_RANK, body[:200])
-        return {"kind": EventKind.COLLECTIVE_MISMATCH, "backend": Backend.NCCL,
-                "named_ranks": (int(near.group(1)),) if near else (), "detail": "NCCL: mismatched collective"}
-    if name in ("monitored", "monitored_timeout"):
-        ranks = _search(_MB_RANKS, head[-200:] + body[:40])
-        named = tuple(int(x) for x in re.findall(r"\d{1,7}", ranks.group(1))) if ranks else ()
-        ms = _search(_MB_MS, body[:120])
-        return {"kind": EventKind.MONITORED_BARRIER, "backend": Backend.GLOO, "op_type": "BARRIER",
-                "timeout_ms": _int(ms.group(1)) if ms else None, "named_ranks": named,
-                "detail": "late ranks: " + ", ".join(map(str, named)) if named else "monitored barrier failed"}
-    if name == "gloo_timeout":
-        m = _search(_GLOO_TIMEOUT, body[:120])
-        return {"kind": EventKind.COLLECTIVE_TIMEOUT, "backend": Backend.GLOO,
-                "timeout_ms": _int(m.group(1)) if m else None, "detail": m.group(2) if m else ""}
-    if name == "peer_closed":
-        window = head[-200:] + body[:200]
-        backend = _backend_for_peer(head[-80:] + body[:80], window)
-        detail = " ".join(body[:80].split()).rstrip(".")
-        return {"kind": EventKind.PEER_CLOSED, "backend": backend, "detail": detail}
-    if name == "pair_closure":
-        return {"kind": EventKind.PEER_CLOSED, "backend": Backend.GLOO,
-                "detail": "Application timeout caused pair closure (group dead after a timeout)"}
-    if name == "store_clients":
-        m = _search(_STORE_CLIENTS, body[:160])
-        if m is None:
-            return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE}
-        joined, expected = int(m.group(2)), int(m.group(3))
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "timeout_ms": int(m.group(1)) * 1000,
-                "world_size": expected, "detail": f"{joined}/{expected} clients joined"}
-    if name == "socket_timeout":
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "Socket Timeout"}
-    if name == "client_socket":
-        m = _search(_CLIENT_SOCKET, body[:300])
-        if m is None:
-            return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "client socket timed out"}
-        value = int(m.group(1))
-        ms = value * 1000 if m.group(2) == "s" else value
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "timeout_ms": ms,
-                "detail": f"could not connect to ({m.group(3).strip()})"}
-    if name == "store_wait":
-        m = _search(_STORE_WAIT, body[:60])
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
-                "timeout_ms": _int(m.group(1)) if m else None, "detail": "store wait timeout"}
-    if name == "store_key":
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "timeout waiting for key"}
-    if name == "rdzv_timeout":
-        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "rendezvous timeout"}
-    if name == "recv_zero":
-        return {"kind": EventKind.PEER_CLOSED, "backend": Backend.STORE, "detail": "store: failed to recv, got 0 bytes"}
-    if name == "dl_timeout":
-        m = _search(_DL_SECONDS, body[:80])
-        return {"kind": EventKind.DATALOADER_TIMEOUT, "backend": Backend.DATALOADER,
-                "timeout_ms": int(m.group(1)) * 1000 if m else None}
-    if name == "dl_worker":
-        m = _search(_DL_WORKER, body[:300])
-        if m is None:
-            return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER}
-        pids = " ".join(m.group(1).replace(",", " ").split())
-        how = f"killed by signal: {m.group(2).strip()}" if m.group(2) else "exited unexpectedly"
-        return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER,
-                "detail": f"worker pid {pids} {how}"}
-    if name in ("too_many_files", "ancdata"):
-        dl = ("Communication with the workers" in body[:200] or "sharing strategy" in body[:400]
-              or name == "ancdata" or "dataloader" in head[-300:].lower())
+
+    return handle
+
+
+def _heartbeat(head: str, body: str) -> _Fields:
+    meta = _WORK_META.search(body[:200])
+    return {"kind": EventKind.HEARTBEAT, "backend": Backend.NCCL,
+            "detail": f"heartbeat monitor timed out; {meta.group(1)} work items pending" if meta
+            else "heartbeat monitor timed out"}
+
+
+def _fingerprint_mismatch(head: str, body: str) -> _Fields:
+    runs = _RUNNING.search(body[:2000])
+    op = _OPTYPE.search(body[:1200])
+    seq = _FP_SEQ.search(body[:1200])
+    shape = _FP_SHAPE.search(body[:1200])
+    but = _BUT_RANK.search(body[:2000])
+    differ = _DIFFER.search(body[:3000])
+    parts = []
+    if shape:
+        parts.append(f"shape [{' '.join(shape.group(1).split())}]")
+    if but is not None:
+        parts.append(f"rank {but.group(1)} runs {but.group(2) or 'a different collective'}")
+    if differ:
+        parts.append(f"differ in: {' '.join(differ.group(1).split())}")
+    device = body[:1500]
+    backend = Backend.NCCL if "device=cuda" in device else Backend.GLOO if "device=cpu" in device else Backend.UNKNOWN
+    return {"kind": EventKind.COLLECTIVE_MISMATCH, "backend": backend,
+            "op_type": op.group(1) if op else None, "seq_num": _int(seq.group(1)) if seq else None,
+            "group_rank": int(runs.group(1)) if runs else None, "named_ranks": (int(but.group(1)),) if but else (),
+            "detail": "; ".join(parts) or "collective mismatch"}
+
+
+def _nccl_mismatch(head: str, body: str) -> _Fields:
+    near = _NEAR_RANK.search(body[:200])
+    return {"kind": EventKind.COLLECTIVE_MISMATCH, "backend": Backend.NCCL,
+            "named_ranks": (int(near.group(1)),) if near else (), "detail": "NCCL: mismatched collective"}
+
+
+def _monitored_barrier(head: str, body: str) -> _Fields:
+    ranks = _MB_RANKS.search(head[-200:] + body[:40])
+    named = tuple(int(x) for x in _DIGITS.findall(ranks.group(1))) if ranks else ()
+    ms = _MB_MS.search(body[:120])
+    return {"kind": EventKind.MONITORED_BARRIER, "backend": Backend.GLOO, "op_type": "BARRIER",
+            "timeout_ms": _int(ms.group(1)) if ms else None, "named_ranks": named,
+            "detail": "late ranks: " + ", ".join(map(str, named)) if named else "monitored barrier failed"}
+
+
+def _gloo_timeout(head: str, body: str) -> _Fields:
+    m = _GLOO_TIMEOUT.search(body[:120])
+    return {"kind": EventKind.COLLECTIVE_TIMEOUT, "backend": Backend.GLOO,
+            "timeout_ms": _int(m.group(1)) if m else None, "detail": m.group(2) if m else ""}
+
+
+def _peer_closed(head: str, body: str) -> _Fields:
+    backend = _backend_for_peer(head[-80:] + body[:80], head[-200:] + body[:200])
+    return {"kind": EventKind.PEER_CLOSED, "backend": backend, "detail": " ".join(body[:80].split()).rstrip(".")}
+
+
+def _fixed(kind: EventKind, backend: Backend, detail: str) -> Handler:
+    """A message whose event has no fields beyond its kind, backend and a fixed detail."""
+
+    def handle(head: str, body: str) -> _Fields:
+        return {"kind": kind, "backend": backend, "detail": detail}
+
+    return handle
+
+
+def _store_clients(head: str, body: str) -> _Fields:
+    m = _STORE_CLIENTS.search(body[:160])
+    if m is None:
+        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE}
+    joined, expected = int(m.group(2)), int(m.group(3))
+    return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "timeout_ms": int(m.group(1)) * 1000,
+            "world_size": expected, "arrived": joined, "detail": f"{joined}/{expected} clients joined"}
+
+
+def _client_socket(head: str, body: str) -> _Fields:
+    m = _CLIENT_SOCKET.search(body[:300])
+    if m is None:
+        return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE, "detail": "client socket timed out"}
+    value = _int(m.group(1))
+    host_port = ", ".join(part.strip() for part in m.group(3).split(","))
+    return {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
+            "timeout_ms": value * 1000 if value is not None and m.group(2) == "s" else value,
+            "address": ":".join(part.strip() for part in m.group(3).rsplit(",", 1)),
+            "detail": f"could not connect to ({host_port})"}
+
+
+def _store_wait(head: str, body: str) -> _Fields:
+    m = _STORE_WAIT.search(body[:60])
+    keys = _STORE_KEYS.search(body[:300])
+    key = keys.group(1) if keys else None
+    awaited = _GLOO_ADDRESS_KEY.search(key) if key else None
+    fields: _Fields = {"kind": EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
+                       "timeout_ms": _int(m.group(1)) if m else None, "store_key": key, "detail": "store wait timeout"}
+    if awaited is not None:
+        fields["named_ranks"] = (int(awaited.group(1)),)
+        fields["detail"] = f"store wait timeout: gloo set-up waited for rank {awaited.group(1)}'s address"
+    return fields
+
+
+def _timedelta_ms(text: str) -> int | None:
+    m = _TIMEDELTA.search(text)
+    if m is None:
+        return None
+    days = int(m.group(1) or 0)
+    return round(((days * 24 + int(m.group(2))) * 3600 + int(m.group(3)) * 60 + float(m.group(4))) * 1000)
+
+
+def _store_barrier(waiting: bool) -> Handler:
+    """The store based barrier of ``init_process_group``: timed out, or still waiting."""
+
+    def handle(head: str, body: str) -> _Fields:
+        window = body[:600]
+        rank = _SBB_RANK.search(window)
+        key = _SBB_KEY.search(window)
+        world = _SBB_WORLD.search(window)
+        joined = _SBB_JOINED.search(window)
+        arrived, expected = (_int(joined.group(1)) if joined else None), (_int(world.group(1)) if world else None)
+        count = f"{arrived}/{expected} ranks arrived" if arrived is not None and expected is not None else ""
+        what = "waiting in the store based barrier of init" if waiting else "init timed out in the store based barrier"
+        return {"kind": EventKind.STORE_WAITING if waiting else EventKind.STORE_TIMEOUT, "backend": Backend.STORE,
+                "rank": int(rank.group(1)) if rank else None, "store_key": key.group(1) if key else None,
+                "world_size": expected, "arrived": arrived, "timeout_ms": _timedelta_ms(window),
+                "detail": f"{what}: {count}" if count else what}
+
+    return handle
+
+
+def _unique_id(head: str, body: str) -> _Fields:
+    """A rank could not read the NCCL unique id that rank 0 publishes through the store."""
+    rank = _UNIQUE_ID.search(head[-120:])
+    key = _UNIQUE_ID_KEY.search(body[:200])
+    error = _GOT_ERROR.search(body[:500])
+    reason = " ".join(error.group(1).split()) if error else ""
+    timed_out = "imeout" in reason or "timed out" in reason
+    fields: _Fields = {"kind": EventKind.STORE_TIMEOUT if timed_out else EventKind.PEER_CLOSED,
+                       "backend": Backend.STORE, "store_key": key.group(1) if key else None,
+                       "named_ranks": (0,),
+                       "detail": "NCCL unique id from rank 0 not in the store" + (f": {reason}" if reason else "")}
+    if rank is not None:
+        fields["rank"] = int(rank.group(1))
+    timeout = _STORE_WAIT.search(reason)
+    if timeout is not None:
+        fields["timeout_ms"] = _int(timeout.group(1))
+    return fields
+
+
+def _store_flag(head: str, body: str) -> _Fields:
+    """The heartbeat monitor could not read the dump flag from the TCPStore: the store is gone."""
+    error = _GOT_ERROR.search(body[:400])
+    if error is None:
+        tail = body[:200].split("store", 1)[-1].lstrip(".: ")
+        reason = " ".join(tail.split()[:12])
+    else:
+        reason = " ".join(error.group(1).split())
+    return {"kind": EventKind.PEER_CLOSED, "backend": Backend.STORE,
+            "detail": "TCPStore unreachable from the heartbeat monitor" + (f": {reason}" if reason else "")}
+
+
+def _connect_failed(backend: Backend | None, what: str) -> Handler:
+    """A connection that could not be opened; ``backend=None``: decided by the text around it."""
+
+    def handle(head: str, body: str) -> _Fields:
+        near = head[-200:] + body[:200]
+        chosen = backend or _backend_for_connect(near)
+        address = _ADDRESS.search(head[-120:] + body[:160])
+        reason = " ".join(body[:160].split("\n", 1)[0].split())
+        return {"kind": EventKind.CONNECT_FAILED, "backend": chosen,
+                "address": f"{address.group(1)}:{address.group(2)}" if address else None,
+                "detail": f"{what}: {reason}"[:200] if what else reason[:200]}
+
+    return handle
+
+
+def _backend_for_connect(near: str) -> Backend:
+    if "gloo" in near or "Gloo" in near or "pair.cc" in near:
+        return Backend.GLOO
+    if "TCPStore" in near or "socket.cpp" in near or "store" in near.lower() or "c10d" in near:
+        return Backend.STORE
+    if "NCCL" in near or "NET/" in near:
+        return Backend.NCCL
+    return Backend.UNKNOWN
+
+
+def _gloo_interface(head: str, body: str) -> _Fields:
+    name = _IFNAME.search(body[:120])
+    return {"kind": EventKind.CONNECT_FAILED, "backend": Backend.GLOO,
+            "detail": f"gloo found no address for interface {name.group(1) if name else '?'} (GLOO_SOCKET_IFNAME)"}
+
+
+def _terminating(head: str, body: str) -> _Fields:
+    """``Terminating the process after attempting to dump debug info, due to <reason>.`` (SIGABRT)."""
+    due = _TERMINATING_DUE.search(body[:200])
+    reason = " ".join(due.group(1).split()) if due else ""
+    if "hang" in reason:
+        return {"kind": EventKind.WATCHDOG_STUCK, "backend": Backend.NCCL,
+                "detail": f"process terminated after the debug dump, due to {reason}"}
+    return {"kind": EventKind.FLIGHT_RECORDER, "backend": Backend.NCCL,
+            "detail": "process terminated (SIGABRT) after the debug dump" + (f", due to {reason}" if reason else "")}
+
+
+def _worker_signal(detail: str) -> Handler:
+    def handle(head: str, body: str) -> _Fields:
+        return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER, "detail": detail}
+
+    return handle
+
+
+def _dataloader_timeout(head: str, body: str) -> _Fields:
+    m = _DL_SECONDS.search(body[:80])
+    return {"kind": EventKind.DATALOADER_TIMEOUT, "backend": Backend.DATALOADER,
+            "timeout_ms": int(m.group(1)) * 1000 if m else None}
+
+
+def _dataloader_worker(head: str, body: str) -> _Fields:
+    m = _DL_WORKER.search(body[:300])
+    if m is None:
+        return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER}
+    pids = " ".join(m.group(1).replace(",", " ").split())
+    how = f"killed by signal: {m.group(2).strip()}" if m.group(2) else "exited unexpectedly"
+    return {"kind": EventKind.DATALOADER_WORKER_DIED, "backend": Backend.DATALOADER,
+            "detail": f"worker pid {pids} {how}"}
+
+
+def _open_files(detail: str, always_dataloader: bool) -> Handler:
+    """``Too many open files`` (a DataLoader's when the text around says so) or gloo's ancdata."""
+
+    def handle(head: str, body: str) -> _Fields:
+        dl = (always_dataloader or "Communication with the workers" in body[:200]
+              or "sharing strategy" in body[:400] or "dataloader" in head[-300:].lower())
         return {"kind": EventKind.TOO_MANY_OPEN_FILES, "backend": Backend.DATALOADER if dl else Backend.PROCESS,
-                "detail": "Too many open files" if name == "too_many_files" else "received 0 items of ancdata"}
-    if name == "nccl_error":
-        reason = _search(_NCCL_REASON, body[:500])
-        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL,
-                "detail": " ".join(reason.group(1).split()) if reason else "NCCL error"}
-    if name == "nccl_code":
-        code = _search(_NCCL_CODE, body[:40])
-        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": code.group(1) if code else "NCCL error"}
-    if name == "nccl_warn":
-        text = _search(_NCCL_WARN_TEXT, body[:200])
-        return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL,
-                "detail": "NCCL WARN " + " ".join(text.group(1).split()) if text else "NCCL WARN"}
-    if name == "duplicate_gpu":
-        m = _search(_DUP_GPU, body[:200])
-        if m is None:
-            return {"kind": EventKind.DUPLICATE_GPU, "backend": Backend.NCCL, "detail": "duplicate GPU"}
-        return {"kind": EventKind.DUPLICATE_GPU, "backend": Backend.NCCL, "group_rank": int(m.group(1)),
-                "named_ranks": (int(m.group(2)),),
-                "detail": f"rank {m.group(1)} and rank {m.group(2)} on CUDA device {m.group(3)}"}
-    if name == "cuda_error":
-        m = _search(_CUDA_TEXT, body[:160])
-        # a joined wrap can glue the next sentence on ("...encounteredCUDA kernel errors"): cut there
-        text = _GLUED_SENTENCE.split(" ".join(m.group(1).split()), maxsplit=1)[0] if m else ""
-        return {"kind": EventKind.CUDA_ERROR, "backend": Backend.CUDA,
-                "detail": "CUDA error: " + text if text else "CUDA error"}
-    if name == "cuda_oom":
-        return {"kind": EventKind.CUDA_ERROR, "backend": Backend.CUDA, "detail": "CUDA out of memory"}
-    if name == "cuda_failure":
-        m = _search(_CUDA_FAILURE, body[:140])
-        return {"kind": EventKind.CUDA_ERROR, "backend": Backend.NCCL,
-                "detail": f"Cuda failure {m.group(1)} '{m.group(2)}'".replace("  ", " ") if m else "Cuda failure"}
-    if name == "unused":
-        m = _search(_UNUSED_RANK, body[:3000])
-        return {"kind": EventKind.UNUSED_PARAMETERS, "backend": Backend.PROCESS,
-                "named_ranks": (int(m.group(1)),) if m else (),
-                "detail": "DDP: parameters did not receive gradients (unused parameters)"}
-    if name == "elastic_rank":
-        m = _search(_ELASTIC_RANK, body[:80])
-        if m is None:
-            return None
-        return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "rank": int(m.group(1)),
-                "local_rank": int(m.group(2)), "detail": "launcher: process exited"}
-    if name == "elastic_failed":
-        m = _search(_ELASTIC_FAILED, body[:120])
-        if m is None:
-            return None
-        return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "local_rank": int(m.group(2)),
-                "detail": f"launcher: local_rank {m.group(2)} failed with exitcode {m.group(1)}"}
-    if name == "spawn_process":
-        m = _search(_SPAWN, body[:160])
-        if m is None:
-            return None
-        return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "rank": int(m.group(1)),
-                "detail": f"process {m.group(1)} terminated with {m.group(2).strip()}"}
-    return None
+                "detail": detail}
+
+    return handle
+
+
+def _nccl_error(head: str, body: str) -> _Fields:
+    reason = _NCCL_REASON.search(body[:500])
+    return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL,
+            "detail": " ".join(reason.group(1).split()) if reason else "NCCL error"}
+
+
+def _nccl_code(head: str, body: str) -> _Fields:
+    code = _NCCL_CODE.search(body[:40])
+    return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL, "detail": code.group(1) if code else "NCCL error"}
+
+
+def _nccl_warn(head: str, body: str) -> _Fields:
+    text = _NCCL_WARN_TEXT.search(body[:200])
+    return {"kind": EventKind.NCCL_ERROR, "backend": Backend.NCCL,
+            "detail": "NCCL WARN " + " ".join(text.group(1).split()) if text else "NCCL WARN"}
+
+
+def _duplicate_gpu(head: str, body: str) -> _Fields:
+    m = _DUP_GPU.search(body[:200])
+    if m is None:
+        return {"kind": EventKind.DUPLICATE_GPU, "backend": Backend.NCCL, "detail": "duplicate GPU"}
+    return {"kind": EventKind.DUPLICATE_GPU, "backend": Backend.NCCL, "group_rank": int(m.group(1)),
+            "named_ranks": (int(m.group(2)),),
+            "detail": f"rank {m.group(1)} and rank {m.group(2)} on CUDA device {m.group(3)}"}
+
+
+def _cuda_error(head: str, body: str) -> _Fields:
+    m = _CUDA_TEXT.search(body[:160])
+    # a joined wrap can glue the next sentence on ("...encounteredCUDA kernel errors"): cut there
+    text = _GLUED_SENTENCE.split(" ".join(m.group(1).split()), maxsplit=1)[0] if m else ""
+    return {"kind": EventKind.CUDA_ERROR, "backend": Backend.CUDA, "detail": "CUDA error: " + text if text else "CUDA error"}
+
+
+def _cuda_failure(head: str, body: str) -> _Fields:
+    m = _CUDA_FAILURE.search(body[:140])
+    return {"kind": EventKind.CUDA_ERROR, "backend": Backend.NCCL,
+            "detail": f"Cuda failure {m.group(1)} '{m.group(2)}'".replace("  ", " ") if m else "Cuda failure"}
+
+
+def _unused_parameters(head: str, body: str) -> _Fields:
+    m = _UNUSED_RANK.search(body[:3000])
+    return {"kind": EventKind.UNUSED_PARAMETERS, "backend": Backend.PROCESS,
+            "named_ranks": (int(m.group(1)),) if m else (),
+            "detail": "DDP: parameters did not receive gradients (unused parameters)"}
+
+
+def _elastic_rank(head: str, body: str) -> _Fields | None:
+    m = _ELASTIC_RANK.search(body[:80])
+    if m is None:
+        return None
+    return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "rank": int(m.group(1)),
+            "local_rank": int(m.group(2)), "detail": "launcher: process exited"}
+
+
+def _elastic_failed(head: str, body: str) -> _Fields | None:
+    m = _ELASTIC_FAILED.search(body[:120])
+    if m is None:
+        return None
+    return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "local_rank": int(m.group(2)),
+            "detail": f"launcher: local_rank {m.group(2)} failed with exitcode {m.group(1)}"}
+
+
+def _spawn_process(head: str, body: str) -> _Fields | None:
+    m = _SPAWN.search(body[:160])
+    if m is None:
+        return None
+    return {"kind": EventKind.PROCESS_EXIT, "backend": Backend.PROCESS, "rank": int(m.group(1)),
+            "detail": f"process {m.group(1)} terminated with {m.group(2).strip()}"}
+
+
+# --------------------------------------------------------------------------------------------
+# the anchors: one record per recognised message
+# --------------------------------------------------------------------------------------------
+
+
+class StateChange(str, enum.Enum):
+    """What an anchor that makes no event of its own changes in the parser's state."""
+
+    #: ``Root Cause (first observed failure):``: the next launcher rank block is the root cause
+    ROOT_CAUSE_NEXT = "root_cause_next"
+    #: ``exitcode : 1 (pid: …)`` under a launcher rank block: added to that event's detail
+    EXITCODE = "exitcode"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One message the parser recognises.
+
+    ``pattern`` starts with a literal and has only bounded repeats. ``keywords``: substrings one of
+    which every match contains (the cheap prefilter: plain ``in`` checks are ~100x faster than
+    the combined regex on ordinary lines); each must be a single word of the pattern, so that a
+    terminal wrap (which may add or remove whitespace between words) cannot break it.
+    ``example`` is a minimal text the anchor matches (the tests check each one).
+    """
+
+    name: str
+    pattern: str
+    keywords: tuple[str, ...]
+    example: str
+    #: fields of the event; ``None`` for an anchor that only changes parser state
+    handle: Handler | None
+    state: StateChange | None = None
+    #: dropped when a more specific anchor follows within ``_SPECIFIC_AFTER`` characters
+    generic: bool = False
+    #: the message runs this many characters from the match: other anchors inside it (the error
+    #: it quotes: "... got error: Socket Timeout") make no events of their own
+    span: int = 0
+
+
+def _anchor(name: str, pattern: str, keywords: str | tuple[str, ...], example: str, handle: Handler | None,
+            state: StateChange | None = None, generic: bool = False, span: int = 0) -> Anchor:
+    return Anchor(name, pattern, (keywords,) if isinstance(keywords, str) else keywords, example, handle,
+                  state=state, generic=generic, span=span)
+
+
+_K, _B = EventKind, Backend
+ANCHORS: tuple[Anchor, ...] = (
+    _anchor("watchdog_timeout", _words("Watchdog caught collective operation timeout"), "atchdog",
+            "Watchdog caught collective operation timeout", _nccl_timeout("watchdog", own_window=True)),
+    _anchor("blocking_wait", _words("timed out in blocking wait"), "blocking",
+            "Work WorkNCCL(SeqNum=1) timed out in blocking wait", _nccl_timeout("blocking wait", own_window=False)),
+    _anchor("async_exception", _words("raised the following async exception"), "async",
+            "Collective WorkNCCL(SeqNum=1) raised the following async exception: x", _async_exception),
+    _anchor("status_new", _words("failure detected by watchdog at work sequence id"), "atchdog",
+            "failure detected by watchdog at work sequence id: 3", _pg_status),
+    _anchor("status_mid", _words("Exception (either an error or timeout) detected by watchdog at work"), "atchdog",
+            "Exception (either an error or timeout) detected by watchdog at work: 3", _pg_status),
+    _anchor("status_old", _words("Timeout at NCCL work") + r"\s{0,4}:", "imeout",
+            "Timeout at NCCL work: 3, last enqueued NCCL work: 3", _pg_status),
+    _anchor("dump_signal", _words("Received a dump signal"), "dump",
+            "Received a dump signal due to a collective timeout from rank 1", _dump_signal),
+    _anchor("timeout_signal", _words("Received a timeout signal"), "signal",
+            "Received a timeout signal from this local rank", _dump_signal),
+    _anchor("fr_prepare", _words("preparing to dump debug info"), "dump",
+            "ProcessGroupNCCL preparing to dump debug info.", _fr_prepare),
+    _anchor("fr_stack", _words("Stack trace of the failed collective"), "Stack",
+            "Stack trace of the failed collective: ", _fr_stack),
+    _anchor("fr_written", _words("Finished writing Flight Recorder debug info to"), "Recorder",
+            "Finished writing Flight Recorder debug info to x", _fr_written),
+    _anchor("watchdog_stuck", r"watchdog" + _S + r"got" + _S + r"stuck" + _S + r"for", "atchdog",
+            "ProcessGroupNCCL's watchdog got stuck for 480 seconds", _watchdog_stuck),
+    # TORCH_NCCL_DESYNC_DEBUG report (c10d/TraceUtils.h retrieveDesyncReport)
+    _anchor("desync_timeout", _words("Timeout at collective") + r"\s{0,4}:", "collective",
+            "[0] Timeout at collective: ALLREDUCE, #5", _desync_timeout),
+    _anchor("desync_missing", _words("are the lagging ranks"), "lagging",
+            "ranks [1] are the lagging ranks that caused this timeout", _desync_ranks("never joined any collective")),
+    _anchor("desync_joined", r"joined" + _S + r"but" + _S + r"didn'?t" + _S + r"finish" + _S + r"collective",
+            "finish", "[1] joined but didn't finish collective #5",
+            _desync_ranks("joined but did not finish the collective")),
+    _anchor("desync_finished", r"but" + _S + r"didn'?t" + _S + r"join" + _S + r"collective", "join",
+            "[2] finished collective #4, but didn't join collective #5",
+            _desync_ranks("finished the previous collective but did not join this one")),
+    _anchor("heartbeat", _words("Heartbeat monitor timed out"), "Heartbeat",
+            "Heartbeat monitor timed out! Process will be terminated", _heartbeat),
+    _anchor("mismatch", _words("Detected mismatch between collectives"), "ismatch",
+            "Detected mismatch between collectives on ranks.", _fingerprint_mismatch),
+    _anchor("nccl_mismatch", _words("Mismatched collective detected"), "ismatch",
+            "NCCL WARN Mismatched collective detected, please check rank 3", _nccl_mismatch),
+    _anchor("monitored", r"failed" + _S + r"to" + _S + r"pass" + _S + r"monitoredBarrier", "monitoredBarrier",
+            "Rank 1 failed to pass monitoredBarrier in 2000 ms", _monitored_barrier),
+    _anchor("monitored_timeout", _words("timed out in monitoredBarrier"), "monitoredBarrier",
+            "Rank 1 timed out in monitoredBarrier after 2000 ms", _monitored_barrier),
+    _anchor("gloo_timeout", r"Timed" + _S + r"out" + _S + r"waiting" + _S + r"\d{1,12}" + _S + r"ms" + _S
+            + r"for" + _S + r"(?:recv|send)", "aiting",
+            "Timed out waiting 2000ms for recv operation to complete", _gloo_timeout),
+    _anchor("peer_closed", r"Connection" + _S + r"(?:closed|reset)" + _S + r"by" + _S + r"(?:remote" + _S + r")?peer",
+            "Connection", "Connection closed by peer [127.0.0.1]:1", _peer_closed),
+    _anchor("pair_closure", _words("Application timeout caused pair closure"), "closure",
+            "Application timeout caused pair closure",
+            _fixed(_K.PEER_CLOSED, _B.GLOO, "Application timeout caused pair closure (group dead after a timeout)")),
+    _anchor("store_clients", r"Timed" + _S + r"out" + _S + r"after" + _S + r"\d{1,12}" + _S + r"seconds"
+            + _S + r"waiting" + _S + r"for" + _S + r"(?:clients|workers)", "aiting",
+            "Timed out after 601 seconds waiting for clients. 1/2 clients joined.", _store_clients),
+    _anchor("socket_timeout", _words("Socket Timeout"), "imeout", "RuntimeError: Socket Timeout",
+            _fixed(_K.STORE_TIMEOUT, _B.STORE, "Socket Timeout")),
+    _anchor("client_socket", _words("client socket has timed out"), "socket",
+            "The client socket has timed out after 600s while trying to connect to (h, 1).", _client_socket),
+    _anchor("store_wait", r"wait" + _S + r"timeout" + _S + r"after" + _S + r"\d{1,12}" + _S + r"ms", "imeout",
+            "wait timeout after 1800000ms, keys: x", _store_wait),
+    _anchor("store_key", _words("Timeout waiting for key"), "aiting", "Timeout waiting for key: x",
+            _fixed(_K.STORE_TIMEOUT, _B.STORE, "timeout waiting for key")),
+    _anchor("rdzv_timeout", r"RendezvousTimeoutError", "Rendezvous", "RendezvousTimeoutError",
+            _fixed(_K.STORE_TIMEOUT, _B.STORE, "rendezvous timeout")),
+    _anchor("recv_zero", _words("Failed to recv, got 0 bytes"), "recv", "Failed to recv, got 0 bytes",
+            _fixed(_K.PEER_CLOSED, _B.STORE, "store: failed to recv, got 0 bytes")),
+    _anchor("dl_timeout", _words("DataLoader timed out after"), "DataLoader", "DataLoader timed out after 5 seconds",
+            _dataloader_timeout),
+    _anchor("dl_worker", r"DataLoader" + _S + r"worker" + _S + r"\(" + _S + r"pid", "DataLoader",
+            "DataLoader worker (pid 12) is killed by signal: Killed.", _dataloader_worker),
+    _anchor("too_many_files", _words("Too many open files"), "files", "Too many open files",
+            _open_files("Too many open files", always_dataloader=False)),
+    _anchor("ancdata", _words("received 0 items of ancdata"), "ancdata", "received 0 items of ancdata",
+            _open_files("received 0 items of ancdata", always_dataloader=True)),
+    _anchor("nccl_error", r"NCCL" + _S + r"error" + _S + r"(?:in" + _S + r")?:", "error",
+            "NCCL error in: x.cpp:1, unhandled system error, NCCL version 2", _nccl_error),
+    _anchor("nccl_code", r"nccl(?:SystemError|UnhandledCudaError|RemoteError|InternalError|InvalidUsage"
+            r"|InvalidArgument|InProgress)\b",
+            ("ncclSystem", "ncclUnhandled", "ncclRemote", "ncclInternal", "ncclInvalid", "ncclInProgress"), "ncclRemoteError: A call failed", _nccl_code),
+    _anchor("nccl_warn", r"NCCL" + _S + r"WARN\b", "WARN", "h:1:2 [0] NCCL WARN Net : Call to recv failed",
+            _nccl_warn, generic=True),
+    _anchor("duplicate_gpu", _words("Duplicate GPU detected"), "Duplicate",
+            "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000", _duplicate_gpu),
+    _anchor("cuda_error", r"CUDA" + _S + r"error" + _S + r":", "error",
+            "CUDA error: an illegal memory access was encountered", _cuda_error),
+    _anchor("cuda_oom", _words("CUDA out of memory"), "memory", "CUDA out of memory. Tried to allocate",
+            _fixed(_K.CUDA_ERROR, _B.CUDA, "CUDA out of memory")),
+    _anchor("cuda_failure", r"Cuda" + _S + r"failure", "Cuda", "Cuda failure 1 'invalid argument'", _cuda_failure),
+    _anchor("unused", _words("Expected to have finished reduction in the prior iteration"), "reduction",
+            "Expected to have finished reduction in the prior iteration before starting a new one.",
+            _unused_parameters),
+    _anchor("elastic_rank", r"rank\s{0,8}:\s{0,4}\d{1,7}\s{0,4}\(\s{0,4}local_rank", "local_rank",
+            "  rank      : 1 (local_rank: 1)", _elastic_rank),
+    _anchor("elastic_exit", r"exitcode\s{0,8}:\s{0,4}-?\d{1,5}", "exitcode", "  exitcode  : 1 (pid: 3957)",
+            None, state=StateChange.EXITCODE),
+    _anchor("elastic_failed", r"failed" + _S + r"\(" + _S + r"exitcode" + _S + r":", "exitcode",
+            "failed (exitcode: 1) local_rank: 0 (pid: 3956) of binary: python", _elastic_failed),
+    _anchor("root_cause", _words("Root Cause (first observed failure)"), "Root",
+            "Root Cause (first observed failure):", None, state=StateChange.ROOT_CAUSE_NEXT),
+    _anchor("spawn_process", r"--" + _S + r"Process" + _S + r"\d{1,7}" + _S + r"terminated" + _S + r"with",
+            "erminat", "-- Process 3 terminated with the following error:", _spawn_process),
+    # failures before training starts: rendezvous, store, connection set-up
+    _anchor("store_barrier", _words("Timed out initializing process group in store based barrier"), "initializing",
+            "Timed out initializing process group in store based barrier on rank 7, for key: store_based_barrier_key:1 "
+            "(world_size=8, num_workers_joined=4, timeout=0:00:30 error=x)", _store_barrier(waiting=False), span=500),
+    _anchor("store_barrier_wait", _words("Waiting in store based barrier to initialize process group"), "aiting",
+            "Waiting in store based barrier to initialize process group for rank: 0, key: store_based_barrier_key:1 "
+            "(world_size=2, worker_count=1, timeout=0:30:00)", _store_barrier(waiting=True), span=500),
+    _anchor("unique_id", _words("retrieving ncclUniqueId from"), "ncclUniqueId",
+            "[3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by "
+            "key '0', but store->get('0') got error: Socket Timeout", _unique_id, span=400),
+    _anchor("store_flag", r"Failed" + _S + r"to" + _S + r"check" + _S + r"the" + _S + r'"?should' + _S + r'dump"?'
+            + _S + r"flag", "should",
+            'Failed to check the "should dump" flag on TCPStore, (maybe TCPStore server has shut down too early), '
+            "with error: Broken pipe", _store_flag, span=300),
+    _anchor("store_flag_old", _words("dump flag from the global store"), "global",
+            "Failed to get exception dump flag from the global store.Connection reset by peer", _store_flag, span=120),
+    _anchor("client_connect", _words("client socket has failed to connect to"), "socket",
+            "The client socket has failed to connect to any network address of (node1, 29500).",
+            _connect_failed(Backend.STORE, "store client could not connect"), span=200),
+    _anchor("full_mesh", _words("Gloo connectFullMesh failed with"), "connectFullMesh",
+            "Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+            _connect_failed(Backend.GLOO, "gloo could not connect the group"), span=300),
+    _anchor("refused", _words("Connection refused"), "refused",
+            "connect [127.0.1.1]:29500: Connection refused", _connect_failed(None, ""), generic=True),
+    _anchor("gloo_interface", _words("Unable to find address for"), "Unable",
+            "ifa != nullptr. Unable to find address for: eth0", _gloo_interface),
+    _anchor("rdzv_connection", r"RendezvousConnectionError", "Rendezvous", "RendezvousConnectionError",
+            _connect_failed(Backend.STORE, "rendezvous: could not reach the rendezvous backend"), span=200),
+    _anchor("terminating", _words("Terminating the process after attempting to dump debug info"), "erminat",
+            "Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
+            _terminating),
+    _anchor("dl_bus_error", _words("Unexpected bus error encountered in worker"), "bus",
+            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory",
+            _worker_signal("bus error in a DataLoader worker: shared memory (/dev/shm) too small")),
+    _anchor("dl_segfault", _words("Unexpected segmentation fault encountered in worker"), "segmentation",
+            "ERROR: Unexpected segmentation fault encountered in worker.",
+            _worker_signal("segmentation fault in a DataLoader worker")),
+)
+del _K, _B
+
+#: anchor name -> anchor
+_BY_NAME: dict[str, Anchor] = {a.name: a for a in ANCHORS}
+#: every anchor in one alternation (documentation and tests; matching runs one anchor at a time)
+_ANCHOR_RE = re.compile("|".join(f"(?P<{a.name}>{a.pattern})" for a in ANCHORS))
+#: a record is matched only if it contains one of these
+_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(k for a in ANCHORS for k in a.keywords))
+#: keyword -> (position in ANCHORS, anchor, its compiled pattern) of the anchors it may announce
+_BY_KEYWORD: dict[str, tuple[tuple[int, Anchor, re.Pattern[str]], ...]] = {
+    k: tuple((i, a, re.compile(a.pattern)) for i, a in enumerate(ANCHORS) if k in a.keywords) for k in _KEYWORDS
+}
+#: a block of records none of which contains one of these can be skipped as a whole
+_LOOK_KEYWORDS: tuple[str, ...] = _KEYWORDS + ("distributed", "backward(", "Error", "Exception")
+_BLOCK_RECORDS = 64
+
+
+def _may_match(text: str, keywords: tuple[str, ...] = _KEYWORDS) -> bool:
+    for keyword in keywords:
+        if keyword in text:
+            return True
+    return False
 
 
 def _is_source_code(head: str, body: str) -> bool:
@@ -793,14 +1100,11 @@ def _is_source_code(head: str, body: str) -> bool:
     return "raise " in head[-120:] or "{}" in near or "%s" in near or "%d" in near or "{0}" in near
 
 
-# anchors that only change parser state
-_STATE_ONLY = frozenset({"elastic_exit", "root_cause"})
 # a generic anchor is dropped when a more specific one follows within this many characters
-_GENERIC = frozenset({"nccl_warn"})
 _SPECIFIC_AFTER = 240
 
 
-def _exception_event(record: Record, head: _Head) -> _Fields | None:
+def _exception_event(record: Record) -> _Fields | None:
     """A Python exception line with no other recognised message in it."""
     m = _EXCEPTION_LINE.search(record.text[:4000])
     if m is None:
@@ -861,8 +1165,120 @@ _OP_FROM_CONTEXT = frozenset(
 )
 
 
-def _events_in_record(record: Record, state: _State, events: list[Event]) -> None:
-    """Append the events of one record to ``events`` (which holds every earlier event)."""
+def _candidates(text: str, keywords: tuple[str, ...], present: bool = False) -> dict[int, tuple[Anchor, re.Pattern[str]]]:
+    """The anchors announced by a keyword that ``text`` contains, by position in ANCHORS
+    (``present``: the keywords are known to be in the text)."""
+    candidates: dict[int, tuple[Anchor, re.Pattern[str]]] = {}
+    for keyword in keywords:
+        anchors = _BY_KEYWORD.get(keyword)
+        if anchors and (present or keyword in text):
+            for index, anchor, pattern in anchors:
+                candidates[index] = (anchor, pattern)
+    return candidates
+
+
+def _leftmost(found: list[tuple[int, int, int, Anchor]]) -> list[tuple[Anchor, int, int]]:
+    """(start, anchor index, end, anchor) of one record -> the matches the alternation would make:
+    leftmost first, the earlier anchor on a tie, no overlaps, at most ``MAX_EVENTS_PER_RECORD``."""
+    found.sort(key=lambda item: (item[0], item[1]))
+    matches: list[tuple[Anchor, int, int]] = []
+    end = -1
+    for start, _index, stop, anchor in found:
+        if start < end:
+            continue
+        matches.append((anchor, start, stop))
+        end = stop if stop > start else start + 1
+        if len(matches) >= MAX_EVENTS_PER_RECORD:
+            break
+    return matches
+
+
+def _find_anchors(text: str, keywords: tuple[str, ...] = _KEYWORDS) -> list[tuple[Anchor, int, int]]:
+    """Every anchor match in ``text`` (at most ``MAX_EVENTS_PER_RECORD``): (anchor, start, end).
+
+    The same matches as ``_ANCHOR_RE.finditer`` (leftmost first, the earlier anchor on a tie, no
+    overlaps), but only the anchors whose keyword is in the text are run, each on its own: one
+    pattern that starts with a literal is searched far faster than the alternation of all of them.
+    """
+    found: list[tuple[int, int, int, Anchor]] = []
+    for index, (anchor, pattern) in _candidates(text, keywords).items():
+        for m in pattern.finditer(text):
+            found.append((m.start(), index, m.end(), anchor))
+            if len(found) >= 4 * MAX_EVENTS_PER_RECORD:
+                break
+    return _leftmost(found) if found else []
+
+
+def _find_block_anchors(texts: list[str], joined: str, keywords: tuple[str, ...]) -> list[list[tuple[Anchor, int, int]]]:
+    """:func:`_find_anchors` of every record of a block at once: each candidate anchor searched
+    once over the block (``joined`` with NULs, which no anchor can match across)."""
+    starts: list[int] = []
+    offset = 0
+    for text in texts:
+        starts.append(offset)
+        offset += len(text) + 1
+    found: list[list[tuple[int, int, int, Anchor]]] = [[] for _ in texts]
+    for index, (anchor, pattern) in _candidates(joined, keywords, present=True).items():
+        for m in pattern.finditer(joined):
+            at = m.start()
+            r = bisect_right(starts, at) - 1
+            record_found = found[r]
+            if len(record_found) < 4 * MAX_EVENTS_PER_RECORD:
+                record_found.append((at - starts[r], index, m.end() - starts[r], anchor))
+    return [_leftmost(f) if f else [] for f in found]
+
+
+def _change_state(anchor: Anchor, state: _State, events: list[Event], text: str, start: int, line_no: int) -> None:
+    """Apply a state-only anchor (see :class:`StateChange`)."""
+    if anchor.state is StateChange.ROOT_CAUSE_NEXT:
+        state.root_cause_pending = True
+        return
+    last = events[-1] if events else None
+    if last is None or last.kind is not EventKind.PROCESS_EXIT or line_no - last.line_no > 3:
+        return
+    m = _ELASTIC_EXIT.search(text[start:start + 120])
+    if m is not None and "exitcode" not in last.detail:
+        sig = f" ({m.group(2)})" if m.group(2) else ""
+        events[-1] = replace(last, detail=f"{last.detail}, exitcode {m.group(1)}{sig}")
+
+
+def _shadowed(index: int, matches: list[tuple[Anchor, int, int]]) -> bool:
+    """A generic anchor (``NCCL WARN``) followed closely by a specific one makes no event."""
+    anchor, start, _ = matches[index]
+    return anchor.generic and any(
+        later_start - start <= _SPECIFIC_AFTER and not later.generic and later.handle is not None
+        for later, later_start, _ in matches[index + 1:index + 4]
+    )
+
+
+def _head_for(head_text: str, record_head: Callable[[], _Head]) -> _Head:
+    """Prefixes just before a match, completed from the start of its record (read only if needed)."""
+    head = _read_head(head_text)
+    if head.rank is not None and head.timestamp is not None and (head.pg_id is not None or head.group_rank is not None):
+        return head
+    whole = record_head()
+    rank, local = (head.rank, head.local_rank) if head.rank is not None or head.local_rank is not None else (
+        whole.rank, whole.local_rank)
+    pg_id, pg_name, group = head.pg_id, head.pg_name, head.group_rank
+    if pg_id is None and whole.pg_id is not None and group is None:
+        pg_id, pg_name, group = whole.pg_id, whole.pg_name, whole.group_rank
+    return _Head(rank, local, group, pg_id, pg_name, head.timestamp or whole.timestamp)
+
+
+def _exception_only(record: Record, state: _State, events: list[Event], ctx_rank: int | None) -> None:
+    """A record with no anchor: a Python exception line, if it holds one."""
+    if _EXCEPTION_HINT.search(record.text) is None:
+        return
+    fields = _exception_event(record)
+    if fields is not None:
+        offset = int(fields.get("_offset", 0))  # type: ignore[call-overload]
+        events.append(_make_event(fields, _read_head(record.text[:300]), record, offset, ctx_rank, state))
+
+
+def _events_in_record(record: Record, state: _State, events: list[Event],
+                      matches: list[tuple[Anchor, int, int]] | None = None) -> None:
+    """Append the events of one record to ``events`` (whose last item is the event before).
+    ``matches``: its anchor matches when already found (:func:`_find_block_anchors`)."""
     text = record.text
     line_no = record.line_no
     ctx_rank = None
@@ -873,63 +1289,45 @@ def _events_in_record(record: Record, state: _State, events: list[Event]) -> Non
         state.prefix_rank = (int(prefix.group(1)), line_no)
     if "distributed" in text or "backward(" in text:
         _update_frames(state, text, int(prefix.group(1)) if prefix else ctx_rank, line_no)
-    matches = []
-    if _may_match(text):
-        for m in _ANCHOR_RE.finditer(text):
-            matches.append((m.lastgroup or "", m.start(), m.end()))
-            if len(matches) >= MAX_EVENTS_PER_RECORD:
-                break
+    if matches is None:
+        matches = _find_anchors(text)
     if not matches:
-        if "Error" in text or "Exception" in text:
-            record_head = _read_head(text[:300])
-            fields = _exception_event(record, record_head)
-            if fields is not None:
-                offset = int(fields.get("_offset", 0))  # type: ignore[call-overload]
-                events.append(_make_event(fields, record_head, record, offset, ctx_rank, state))
+        _exception_only(record, state, events, ctx_rank)
         return
-    record_head = _read_head(text[:300])
+    cached: list[_Head] = []
+
+    def record_head() -> _Head:
+        if not cached:
+            cached.append(_read_head(text[:300]))
+        return cached[0]
+
     prev_end = 0
-    for index, (name, start, end) in enumerate(matches):
-        if name in _STATE_ONLY:
-            if name == "root_cause":
-                state.root_cause_pending = True
-            elif events and events[-1].kind is EventKind.PROCESS_EXIT and line_no - events[-1].line_no <= 3:
-                m = _search(_ELASTIC_EXIT, text[start:start + 120])
-                if m is not None and "exitcode" not in events[-1].detail:
-                    sig = f" ({m.group(2)})" if m.group(2) else ""
-                    events[-1] = replace(events[-1], detail=f"{events[-1].detail}, exitcode {m.group(1)}{sig}")
+    covered_until = -1  # inside the span of the message before: no event of its own
+    for index, (anchor, start, end) in enumerate(matches):
+        if anchor.handle is None:
+            _change_state(anchor, state, events, text, start, line_no)
             prev_end = end
             continue
-        if name in _GENERIC and any(
-            later_start - start <= _SPECIFIC_AFTER and later_name not in _GENERIC | _STATE_ONLY
-            for later_name, later_start, _ in matches[index + 1:index + 4]
-        ):
+        if start < covered_until or _shadowed(index, matches):
             continue
         head_text = text[max(prev_end, start - _HEAD_CHARS):start]
         body = text[start:start + _BODY_CHARS]
-        if _is_source_code(head_text, body):
-            prev_end = end
-            continue
-        fields = _handle(name, head_text, body)
         prev_end = end
+        if _is_source_code(head_text, body):
+            continue
+        fields = anchor.handle(head_text, body)
         if fields is None:
             continue
-        head = _read_head(head_text)
-        if head.rank is None and head.local_rank is None:
-            head = replace(head, rank=record_head.rank, local_rank=record_head.local_rank)
-        if head.timestamp is None:
-            head = replace(head, timestamp=record_head.timestamp)
-        if head.pg_id is None and record_head.pg_id is not None and head.group_rank is None:
-            head = replace(head, pg_id=record_head.pg_id, pg_name=record_head.pg_name,
-                           group_rank=record_head.group_rank)
-        if fields["kind"] is EventKind.PROCESS_EXIT and state.root_cause_pending and name == "elastic_rank":
+        head = _head_for(head_text, record_head)
+        if anchor.name == "elastic_rank" and state.root_cause_pending:
             fields["detail"] = "launcher: root cause (first observed failure)"
             state.root_cause_pending = False
         if (fields["kind"] is EventKind.DESYNC_REPORT and head.rank is None and state.prefix_rank is not None
                 and line_no - state.prefix_rank[1] <= 12):
             head = replace(head, rank=state.prefix_rank[0])  # continuation line of a multi-line LOG(ERROR)
         events.append(_make_event(fields, head, record, start, ctx_rank, state))
-        if name == "spawn_process" and events[-1].rank is not None:
+        covered_until = start + anchor.span
+        if anchor.name == "spawn_process" and events[-1].rank is not None:
             state.spawn_rank = (events[-1].rank, events[-1].line_no + _CONTEXT_LINES)
 
 
@@ -946,42 +1344,139 @@ _MERGE_PRECEDENCE = {
 _MERGE_LINES = 4
 
 
-def _merge_chains(events: list[Event]) -> list[Event]:
+def _mergeable(prev: Event, event: Event) -> bool:
+    return (
+        prev.kind in _MERGE_PRECEDENCE
+        and event.kind in _MERGE_PRECEDENCE
+        and prev.kind is not EventKind.PEER_CLOSED
+        and event.line_no - prev.line_no <= _MERGE_LINES
+        and (event.rank is None or prev.rank is None or event.rank == prev.rank)
+        and not (prev.kind is EventKind.DUPLICATE_GPU and event.kind is EventKind.DUPLICATE_GPU)
+    )
+
+
+def _merged(prev: Event, event: Event) -> Event:
     """``NCCL error in: … / ncclSystemError: … / Last error: … / Cuda failure …`` -> one event."""
-    out: list[Event] = []
-    for event in events:
-        prev = out[-1] if out else None
-        if (
-            prev is not None
-            and prev.kind in _MERGE_PRECEDENCE
-            and event.kind in _MERGE_PRECEDENCE
-            and prev.kind is not EventKind.PEER_CLOSED
-            and event.line_no - prev.line_no <= _MERGE_LINES
-            and (event.rank is None or prev.rank is None or event.rank == prev.rank)
-            and not (prev.kind is EventKind.DUPLICATE_GPU and event.kind is EventKind.DUPLICATE_GPU)
-        ):
-            winner, other = (event, prev) if _MERGE_PRECEDENCE[event.kind] > _MERGE_PRECEDENCE[prev.kind] else (prev, event)
-            detail = "; ".join(d for d in dict.fromkeys((prev.detail, event.detail)) if d)
-            merged = replace(
-                winner,
-                backend=prev.backend if prev.backend is not Backend.UNKNOWN else event.backend,
-                rank=prev.rank if prev.rank is not None else event.rank,
-                line=prev.line,
-                line_no=prev.line_no,
-                detail=detail[:300],
-                seq_num=winner.seq_num if winner.seq_num is not None else other.seq_num,
-                op_type=winner.op_type or other.op_type,
-                numel_in=winner.numel_in if winner.numel_in is not None else other.numel_in,
-                numel_out=winner.numel_out if winner.numel_out is not None else other.numel_out,
-                timeout_ms=winner.timeout_ms if winner.timeout_ms is not None else other.timeout_ms,
-                named_ranks=winner.named_ranks or other.named_ranks,
-                group_rank=winner.group_rank if winner.group_rank is not None else other.group_rank,
-                timestamp=prev.timestamp or event.timestamp,
-            )
-            out[-1] = merged
-            continue
-        out.append(event)
-    return out
+    winner, other = (event, prev) if _MERGE_PRECEDENCE[event.kind] > _MERGE_PRECEDENCE[prev.kind] else (prev, event)
+    detail = "; ".join(d for d in dict.fromkeys((prev.detail, event.detail)) if d)
+    return replace(
+        winner,
+        backend=prev.backend if prev.backend is not Backend.UNKNOWN else event.backend,
+        rank=prev.rank if prev.rank is not None else event.rank,
+        line=prev.line,
+        line_no=prev.line_no,
+        detail=detail[:300],
+        seq_num=winner.seq_num if winner.seq_num is not None else other.seq_num,
+        op_type=winner.op_type or other.op_type,
+        numel_in=winner.numel_in if winner.numel_in is not None else other.numel_in,
+        numel_out=winner.numel_out if winner.numel_out is not None else other.numel_out,
+        timeout_ms=winner.timeout_ms if winner.timeout_ms is not None else other.timeout_ms,
+        named_ranks=winner.named_ranks or other.named_ranks,
+        group_rank=winner.group_rank if winner.group_rank is not None else other.group_rank,
+        timestamp=prev.timestamp or event.timestamp,
+    )
+
+
+class _Sink:
+    """Where finished events go: merged with the one before when they continue it, counted, and
+    kept while under the cap."""
+
+    def __init__(self, max_events: int) -> None:
+        self.kept: list[Event] = []
+        self.max_events = max_events
+        self.tally = TallyBuilder()
+        self.pending: Event | None = None
+
+    def add(self, event: Event) -> None:
+        if self.pending is not None and _mergeable(self.pending, event):
+            self.pending = _merged(self.pending, event)
+            return
+        self.finish()
+        self.pending = event
+
+    def finish(self) -> None:
+        event, self.pending = self.pending, None
+        if event is None:
+            return
+        keep = len(self.kept) < self.max_events
+        if keep:
+            self.kept.append(event)
+        self.tally.add(event, kept=keep)
+
+
+@dataclass(frozen=True)
+class ParsedLog:
+    """A parsed log: the first ``max_events`` events, and counts over all of them."""
+
+    events: tuple[Event, ...]
+    tally: LogTally
+
+
+#: the log is read in pieces of about this many bytes (so its decoded text is never whole in memory)
+_PIECE_BYTES = 4 * 2**20
+
+
+def _pieces(data: bytes | bytearray | memoryview | str) -> Iterator[str]:
+    """The log as normalised text, in pieces of about ``_PIECE_BYTES`` that end at a line break
+    (before a line that starts with ``[`` when there is one near: a wrapped record is then not cut)."""
+    if not isinstance(data, (bytes, bytearray, memoryview, str)):
+        normalize_text(data)  # raises the TypeError that says what was expected
+    if isinstance(data, memoryview):
+        data = data.cast("B")
+    newline, bracket = ("\n", "\n[") if isinstance(data, str) else (b"\n", b"\n[")
+    size = len(data)
+    start = 0
+    while start < size:
+        end = start + _PIECE_BYTES
+        if end >= size:
+            end = size
+        else:
+            near = bytes(data[end:end + 64 * 1024]) if isinstance(data, memoryview) else data[end:end + 64 * 1024]
+            cut = near.find(bracket)  # type: ignore[arg-type]
+            if cut < 0:
+                cut = near.find(newline)  # type: ignore[arg-type]
+            end = size if cut < 0 else end + cut + 1
+        yield normalize_text(data[start:end])
+        start = end
+
+
+def read_log(data: bytes | bytearray | memoryview | str, *, max_events: int = MAX_EVENTS) -> ParsedLog:
+    """Any log bytes or text -> :class:`ParsedLog`. Never raises on bad data.
+
+    Every line is read and every event counted (:class:`LogTally`); the first ``max_events`` are
+    kept with their text. Memory grows with the kept events and the number of ranks, not with the
+    log: it is decoded and matched in pieces of a few MiB.
+    """
+    state = _State(frames={})
+    window: list[Event] = []
+    sink = _Sink(max_events)
+    block: list[Record] = []
+    line_offset = 0
+
+    def flush() -> None:
+        texts = [r.text for r in block]
+        joined = "\0".join(texts)
+        keywords = tuple(k for k in _LOOK_KEYWORDS if k in joined)
+        if keywords:
+            for record, matches in zip(block, _find_block_anchors(texts, joined, keywords)):
+                _events_in_record(record, state, window, matches)
+            # the last event stays in the window: the next record may still complete it
+            for event in window[:-1]:
+                sink.add(event)
+            del window[:-1]
+        block.clear()
+
+    for piece in _pieces(data):
+        for record in iter_records(piece, first_line=line_offset + 1):
+            block.append(record)
+            if len(block) >= _BLOCK_RECORDS:
+                flush()
+        flush()
+        line_offset += piece.count("\n")
+    for event in window:
+        sink.add(event)
+    sink.finish()
+    return ParsedLog(events=tuple(sink.kept), tally=sink.tally.build())
 
 
 def parse_log(data: bytes | bytearray | memoryview | str, *, max_events: int = MAX_EVENTS) -> list[Event]:
@@ -989,7 +1484,7 @@ def parse_log(data: bytes | bytearray | memoryview | str, *, max_events: int = M
 
     At most ``max_events`` events are kept (the first ones), and at most
     ``MAX_EVENTS_PER_RECORD`` per logical record, so a pathological input cannot make the
-    result itself unbounded.
+    result itself unbounded; :func:`read_log` also counts the ones past the cap.
 
     >>> [e.kind.value for e in parse_log(b"[rank1]:[E1206 18:44:12.7 ProcessGroupNCCL.cpp:607] "
     ...     b"[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
@@ -997,21 +1492,4 @@ def parse_log(data: bytes | bytearray | memoryview | str, *, max_events: int = M
     ...     b"milliseconds before timing out.")]
     ['collective_timeout']
     """
-    text = normalize_text(data)
-    state = _State(frames={})
-    events: list[Event] = []
-    block: list[Record] = []
-
-    def flush() -> None:
-        if len(events) < max_events and _may_match("\0".join(r.text for r in block), _LOOK_KEYWORDS):
-            for record in block:
-                _events_in_record(record, state, events)
-        del events[max_events:]
-        block.clear()
-
-    for record in iter_records(text):
-        block.append(record)
-        if len(block) >= _BLOCK_RECORDS:
-            flush()
-    flush()
-    return _merge_chains(events)
+    return list(read_log(data, max_events=max_events).events)

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.triage.events import Event, events_frame
 from nccl_workbook.triage.findings import Finding, rank_causes
-from nccl_workbook.triage.job import JobSummary, RankStatus, _fmt, summarize
-from nccl_workbook.triage.parser import MAX_EVENTS, parse_log
+from nccl_workbook.triage.job import JobSummary, LogRankState, _fmt, summarize
+from nccl_workbook.triage.parser import read_log
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -37,7 +37,8 @@ class TriageReport:
     findings: tuple[Finding, ...]
     #: size of the input in bytes (text input counted as UTF-8)
     n_bytes: int
-    #: True when the event cap was reached and later events were not read
+    #: True when the log had more events than the cap: all were counted (``summary.n_events``),
+    #: the first ``summary.n_events_kept`` kept and read for details
     truncated: bool = False
 
     @property
@@ -90,15 +91,15 @@ class TriageReport:
 
 def triage_log(data: bytes | bytearray | memoryview | str) -> TriageReport:
     """Any log bytes/text -> :class:`TriageReport`. Never raises on bad data."""
-    events = parse_log(data)
-    summary = summarize(events)
-    findings = rank_causes(events, summary)
+    parsed = read_log(data)
+    summary = summarize(parsed.events, parsed.tally)
+    findings = rank_causes(parsed.events, summary)
     return TriageReport(
-        events=tuple(events),
+        events=parsed.events,
         summary=summary,
         findings=tuple(findings),
         n_bytes=len(data.encode("utf-8", errors="replace")) if isinstance(data, str) else len(data),
-        truncated=len(events) >= MAX_EVENTS,
+        truncated=parsed.tally.capped,
     )
 
 
@@ -118,7 +119,7 @@ def _what_happened(report: TriageReport) -> str:
             extra.append(f"NumelIn={s.failed_numel}")
         if s.timeout_ms:
             extra.append(f"timeout {s.timeout_ms / 1000:g} s")
-        waiting = [r.rank for r in s.per_rank if r.status in (RankStatus.TIMEOUT, RankStatus.PEER_CLOSED)]
+        waiting = [r.rank for r in s.per_rank if r.status in (LogRankState.TIMEOUT, LogRankState.PEER_CLOSED)]
         who = f" on rank(s) {_fmt(waiting)}" if waiting else ""
         parts.append(f"{what} ({', '.join(extra)}) failed{who}." if extra else f"{what} failed{who}.")
     if s.earliest is not None:
@@ -153,9 +154,10 @@ def render_text(report: TriageReport) -> str:
     """The readable report: what happened, which rank, per-rank table, ranked causes + fixes."""
     s = report.summary
     lines = [
-        f"nccl-workbook triage: {len(report.events)} events"
+        f"nccl-workbook triage: {s.n_events} events"
         f" from {len(s.ranks_seen)} rank(s) in {report.n_bytes:,} bytes"
-        + (" (event cap reached; later lines not read)" if report.truncated else ""),
+        + (f" (event cap reached: all counted, details from the first {s.n_events_kept})" if report.truncated
+           else ""),
         "",
         "What happened: " + _what_happened(report),
         "Which rank:    " + _which_rank(report),

@@ -135,3 +135,43 @@ def test_findings_serialise():
     (f,) = check(env={"CUDA_LAUNCH_BLOCKING": "1"})
     assert f.to_json() == {"check": "cuda-launch-blocking", "severity": "warning", "what": f.what, "why": f.why,
                            "fix": f.fix, "subject": "CUDA_LAUNCH_BLOCKING"}
+
+
+def test_noop_settings_table_for_other_modules():
+    from nccl_workbook.doctor import NOOP_SETTINGS, noop_setting
+
+    assert "NCCL_TIMEOUT" in NOOP_SETTINGS and "torch.distributed.distributed_c10d._DEFAULT_PG_TIMEOUT" in NOOP_SETTINGS
+    assert all(isinstance(why, str) and "timeout=" in why for why in NOOP_SETTINGS.values())
+    assert noop_setting("c10d._DEFAULT_PG_TIMEOUT") == NOOP_SETTINGS["torch.distributed.distributed_c10d._DEFAULT_PG_TIMEOUT"]
+    assert noop_setting("torch.distributed.constants.default_pg_timeout") is not None
+    # distributed_c10d reads its own default_pg_timeout at call time: assigning that one works
+    assert noop_setting("distributed_c10d.default_pg_timeout") is None
+    assert noop_setting("NCCL_DEBUG") is None
+
+
+def test_noop_settings_verified_on_this_torch():
+    """What the table says about attributes holds on the installed torch."""
+    from datetime import timedelta
+
+    torch_dist = pytest.importorskip("torch.distributed")
+    import torch.distributed.constants as constants
+    import torch.distributed.distributed_c10d as c10d
+
+    assert not hasattr(c10d, "_DEFAULT_PG_TIMEOUT")
+    before = c10d._get_default_timeout(torch_dist.Backend.GLOO)
+    saved = constants.default_pg_timeout
+    try:
+        constants.default_pg_timeout = timedelta(seconds=1)
+        assert c10d._get_default_timeout(torch_dist.Backend.GLOO) == before
+    finally:
+        constants.default_pg_timeout = saved
+
+
+def test_every_check_is_a_small_function_in_the_table():
+    from nccl_workbook.doctor import CHECKS
+
+    names = {f.check for f in check(env={"NCCL_TIMEOUT": "1", "NCCL_IB_DISABLE": "1", "CUDA_LAUNCH_BLOCKING": "1"},
+                                    settings=TrainingSettings(pg_timeout_s=5, dataloader_timeout_s=0, debugging=True))}
+    assert {"nccl-timeout-unread", "transport-disabled", "cuda-launch-blocking", "pg-timeout-short",
+            "dataloader-timeout-off", "nccl-debug-unset"} <= names
+    assert len(CHECKS) == len(set(CHECKS))

@@ -82,11 +82,11 @@ def test_fixes_on_a_one_rank_group() -> None:
 def test_triage_points_at_the_registered_notebooks() -> None:
     from pathlib import Path
 
-    from nccl_workbook.triage.findings import SCENARIO_NOTEBOOKS
+    from nccl_workbook.triage.findings import notebook_for
 
     root = Path(__file__).resolve().parents[2]
     for sid, s in SCENARIOS.items():
-        assert SCENARIO_NOTEBOOKS[sid] == s.notebook
+        assert notebook_for(sid) == s.notebook
         assert (root / "notebooks" / s.notebook).exists(), s.notebook
 
 

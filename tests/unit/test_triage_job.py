@@ -12,16 +12,17 @@ from pathlib import Path
 import pytest
 
 from nccl_workbook.triage import (
-    SCENARIO_NOTEBOOKS,
     Confidence,
     EventKind,
-    RankStatus,
+    LogRankState,
     example_log_text,
     notebook_for,
     parse_log,
+    scenario_notebooks,
     summarize,
     triage_log,
 )
+from nccl_workbook.triage.findings import NAMED_SCENARIOS
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "logs"
 
@@ -52,15 +53,50 @@ def job(*lines: str) -> str:
 # --- the scenarios ---------------------------------------------------------------------------
 
 
-def test_scenario_notebook_mapping_is_complete_and_stable():
-    assert SCENARIO_NOTEBOOKS["rank0-work-before-barrier"] == "01_rank0_work_before_barrier.ipynb"  # as written
-    assert [name[:2] for name in SCENARIO_NOTEBOOKS.values()] == [f"{i:02d}" for i in range(1, 11)]
-    assert all(name == f"{name[:2]}_{sid.replace('-', '_')}.ipynb" for sid, name in SCENARIO_NOTEBOOKS.items())
-    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
-    assert (notebooks / SCENARIO_NOTEBOOKS["rank0-work-before-barrier"]).exists()
+def test_scenario_notebooks_come_from_the_registry():
+    from nccl_workbook.scenarios import SCENARIOS
+
+    assert notebook_for("rank0-work-before-barrier") == "01_rank0_work_before_barrier.ipynb"  # as written
+    assert scenario_notebooks() == {sid: s.notebook for sid, s in SCENARIOS.items()}
     assert notebook_for("timeout-settings") == "10_timeout_settings.ipynb"
     with pytest.raises(KeyError, match="Unknown scenario 'nope'; known: rank0-work-before-barrier"):
         notebook_for("nope")
+
+
+def test_every_scenario_triage_can_name_is_registered_with_its_notebook():
+    from nccl_workbook.scenarios import SCENARIOS
+
+    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
+    assert NAMED_SCENARIOS and NAMED_SCENARIOS <= set(SCENARIOS), NAMED_SCENARIOS - set(SCENARIOS)
+    for sid in NAMED_SCENARIOS:
+        assert (notebooks / notebook_for(sid)).exists(), sid
+
+
+def test_a_scenario_registered_later_is_found(monkeypatch):
+    from dataclasses import replace
+
+    from nccl_workbook import scenarios
+    from nccl_workbook.triage.findings import Finding
+
+    extra = replace(scenarios.SCENARIOS["fd-exhaustion"], id="late-registered", notebook="99_late_registered.ipynb")
+    monkeypatch.setitem(scenarios.SCENARIOS, "late-registered", extra)
+    assert notebook_for("late-registered") == "99_late_registered.ipynb"
+    finding = Finding(title="t", scenario="late-registered", reason="r", fix="f", score=0.5)
+    assert finding.notebook_path == "notebooks/99_late_registered.ipynb"
+
+
+def test_findings_name_only_their_rules_scenarios():
+    from nccl_workbook.triage.findings import RULES, Evidence
+
+    logs = [example_log_text()] + [body(p).decode("utf-8", "replace") for p in sorted((DATA / "real").glob("*.log"))]
+    for text in logs:
+        events = parse_log(text)
+        evidence = Evidence.of(events, summarize(events))
+        found: tuple = ()
+        for rule in RULES:
+            new = tuple(rule.find(evidence, found))
+            assert all(f.scenario in rule.scenarios for f in new), (rule.name, [f.scenario for f in new])
+            found += new
 
 
 def test_bundled_example_names_rank_0_and_the_allreduce():
@@ -73,8 +109,8 @@ def test_bundled_example_names_rank_0_and_the_allreduce():
     assert s.first_detectors == (1,)
     assert s.earliest is not None and (s.earliest.rank, s.earliest.kind) == (1, EventKind.COLLECTIVE_TIMEOUT)
     rows = {r.rank: r for r in s.per_rank}
-    assert rows[0].status is RankStatus.BEHIND and (rows[0].last_enqueued, rows[0].last_completed) == (6763, 6763)
-    assert rows[2].status is RankStatus.TIMEOUT and (rows[2].last_enqueued, rows[2].last_completed) == (6764, 6763)
+    assert rows[0].status is LogRankState.BEHIND and (rows[0].last_enqueued, rows[0].last_completed) == (6763, 6763)
+    assert rows[2].status is LogRankState.TIMEOUT and (rows[2].last_enqueued, rows[2].last_completed) == (6764, 6763)
     top = report.top
     assert top.scenario == "rank0-work-before-barrier" and top.culprit_ranks == (0,)
     assert top.notebook_path == "notebooks/01_rank0_work_before_barrier.ipynb"
@@ -93,8 +129,8 @@ def test_torch213_gloo_rank0_late_at_barrier():
 def test_torch213_gloo_exception_on_one_rank():
     report = triage_log(body(DATA / "torch213" / "gloo_exception_on_one_rank.log"))
     rows = {r.rank: r for r in report.summary.per_rank}
-    assert rows[1].status is RankStatus.ERROR and rows[1].detail == "ValueError: bad sample in batch 17"
-    assert rows[0].status is RankStatus.PEER_CLOSED and rows[0].op_type == "ALLREDUCE"
+    assert rows[1].status is LogRankState.ERROR and rows[1].detail == "ValueError: bad sample in batch 17"
+    assert rows[0].status is LogRankState.PEER_CLOSED and rows[0].op_type == "ALLREDUCE"
     top = report.top
     assert (top.scenario, top.culprit_ranks, top.confidence) == ("exception-on-one-rank", (1,), Confidence.HIGH)
 

@@ -4,7 +4,7 @@ Each case runs a tiny rank program under ``torchrun --nproc_per_node 2`` (or a s
 with a 2 s process-group timeout and stores the combined stdout+stderr, with a header line that
 says how it was made. Usage (about 30 s on 2 cores)::
 
-    python tests/data/logs/torch213/make_logs.py
+    python tests/data/logs/torch213/make_logs.py [CASE ...]
 
 The stored logs are test data: the parser must extract the fields torch 2.13 really prints.
 Host-specific paths in the output are replaced by ``<site-packages>`` / ``<tmp>`` to keep the
@@ -68,6 +68,17 @@ PROGRAMS: dict[str, str] = {
         dist.all_reduce(t)
         dist.destroy_process_group()
     """,
+    # rank 1 prepares its data for 8 s before init_process_group; rank 0 gives up after its 2 s init
+    # timeout, waiting in gloo's set-up for rank 1's address in the store.
+    "gloo_rank1_late_to_init": """
+        import datetime, os, time
+        import torch.distributed as dist
+        if os.environ["RANK"] == "1":
+            time.sleep(8)  # e.g. tokenising its data shard before init
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=2))
+        dist.barrier()
+        dist.destroy_process_group()
+    """,
 }
 
 SINGLE: dict[str, str] = {
@@ -86,6 +97,38 @@ SINGLE: dict[str, str] = {
         import datetime
         import torch.distributed as dist
         dist.TCPStore("127.0.0.1", 0, 2, True, timeout=datetime.timedelta(seconds=1))
+    """,
+    # rank 1 of 2 connects to a master port nobody listens on (the master never started, or a
+    # wrong MASTER_PORT): the TCPStore client gives up after the 2 s timeout.
+    "store_client_connect_timeout": """
+        import datetime, socket
+        import torch.distributed as dist
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=1, world_size=2,
+                                timeout=datetime.timedelta(seconds=2))
+    """,
+    # the store based barrier that init_process_group runs with TORCH_DIST_INIT_BARRIER=1 (and
+    # new_group): rank 0 of 2 arrives, rank 1 never does. torch logs progress every 10 s at debug
+    # level, so this takes about 10 s.
+    "store_based_barrier_timeout": """
+        import datetime, logging
+        import torch.distributed as dist
+        from torch.distributed.distributed_c10d import _store_based_barrier
+        logging.getLogger("torch.distributed.distributed_c10d").setLevel(logging.DEBUG)
+        store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=30))
+        _store_based_barrier(0, store, "0", 2, datetime.timedelta(seconds=2))
+    """,
+    # a DataLoader worker gets SIGBUS, as it does when /dev/shm is too small for its batches
+    "dataloader_worker_bus_error": """
+        import os, signal, torch
+        from torch.utils.data import DataLoader, Dataset
+        class Shm(Dataset):
+            def __len__(self): return 4
+            def __getitem__(self, i):
+                os.kill(os.getpid(), signal.SIGBUS)
+                return torch.tensor(i)
+        for batch in DataLoader(Shm(), num_workers=1, timeout=5):
+            pass
     """,
 }
 
@@ -121,12 +164,18 @@ def _run(name: str, source: str, distributed: bool) -> None:
         print(name, proc.returncode)
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
+    """Run every case, or only the ones named on the command line."""
+    unknown = set(names) - set(PROGRAMS) - set(SINGLE)
+    if unknown:
+        raise SystemExit(f"unknown case(s) {sorted(unknown)}; known: {', '.join([*PROGRAMS, *SINGLE])}")
     for name, src in PROGRAMS.items():
-        _run(name, src, distributed=True)
+        if not names or name in names:
+            _run(name, src, distributed=True)
     for name, src in SINGLE.items():
-        _run(name, src, distributed=False)
+        if not names or name in names:
+            _run(name, src, distributed=False)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
