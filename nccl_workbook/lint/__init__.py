@@ -34,7 +34,7 @@ from pathlib import Path
 
 from nccl_workbook.lint.api import LintError, LintFinding, LintReport, lint_file, lint_paths, lint_source, python_files
 from nccl_workbook.lint.rules import RULES, Rule, RuleInfo
-from nccl_workbook.lint.settings import NOOP_SETTINGS
+from nccl_workbook.doctor import NOOP_SETTINGS
 
 #: a small DDP script with one planted hazard per rule (``notebooks/93_lint_your_script.ipynb``); it sits
 #: with the other example scripts in ``nccl_workbook/examples/``

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from nccl_workbook.doctor import DEPRECATED_ALIASES
 from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
-from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S, NOOP_SETTINGS, SettingKind
+from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
+from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S
 from nccl_workbook.lint.source import POINT_TO_POINT, Site, SourceFacts, call_name, dotted, target_names, walk_local
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
@@ -417,15 +418,26 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
 
 # -- settings ---------------------------------------------------------------------------------------------
 
-_ENV_NOOP = {s.name: s for s in NOOP_SETTINGS if s.kind is SettingKind.ENV}
-_ATTR_NOOP = {s.name: s for s in NOOP_SETTINGS if s.kind is SettingKind.ATTRIBUTE}
+def _clause(why: str) -> str:
+    """The doctor's explanation cut to its first clause (the rule adds what follows from it)."""
+    return why.split(": ", 1)[0].split(". ", 1)[0].rstrip(".")
+
+
+#: environment variables nobody reads (the doctor's table: one source of truth for both faces)
+_ENV_NOOP = {k: _clause(why) for k, why in NOOP_SETTINGS.items() if "." not in k}
+#: attribute names whose assignment may do nothing (which module it is set on decides: noop_setting)
+_ATTR_NAMES = {k.rpartition(".")[2] for k in NOOP_SETTINGS if "." in k}
 
 
 def _env_key_finding(key: object, line: int) -> RawFinding | None:
     if not isinstance(key, str):
         return None
     if key in _ENV_NOOP:
-        return RawFinding(Rule.NOOP_TIMEOUT_SETTING, line, f"`{key}` is set, and {_ENV_NOOP[key].why}")
+        return RawFinding(Rule.NOOP_TIMEOUT_SETTING, line, f"`{key}` is set: {_ENV_NOOP[key]}")
+    if key.startswith(SCRIPT_VARIABLE_PREFIXES):
+        return RawFinding(Rule.NOOP_TIMEOUT_SETTING, line,
+                          f"`{key}` is set, and neither NCCL nor torch reads it (only a script that passes it to "
+                          f"`init_process_group(timeout=...)` does, and this file does not read it)")
     if key in DEPRECATED_ALIASES:
         return RawFinding(Rule.NOOP_TIMEOUT_SETTING, line,
                           f"`{key}` is the deprecated name of `{DEPRECATED_ALIASES[key]}` (still read, with a warning; "
@@ -460,12 +472,11 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
             for t in targets:
                 if isinstance(t, ast.Subscript) and "environ" in dotted(t.value) and isinstance(t.slice, ast.Constant):
                     found.append(_env_key_finding(t.slice.value, node.lineno))
-                elif isinstance(t, ast.Attribute) and t.attr in _ATTR_NOOP:
-                    s = _ATTR_NOOP[t.attr]
-                    owner = dotted(t.value).rsplit(".", 1)[-1]
-                    if owner not in s.effective_on:
+                elif isinstance(t, ast.Attribute) and t.attr in _ATTR_NAMES:
+                    why = noop_setting(dotted(t))
+                    if why is not None:
                         found.append(RawFinding(Rule.NOOP_TIMEOUT_SETTING, node.lineno,
-                                                f"`{dotted(t)} = ...` changes no timeout: {s.why}"))
+                                                f"`{dotted(t)} = ...` changes no timeout: {_clause(why)}"))
         elif isinstance(node, ast.Call):
             recv, name = call_name(node)
             if name in ("setdefault", "putenv") and ("environ" in recv or recv == "os") and node.args:
@@ -473,11 +484,11 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
             elif name in ("update", "dict") or (name == "update" and "environ" in recv):
                 found.extend(_env_key_finding(kw.arg, node.lineno) for kw in node.keywords)
             elif name == "setattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
-                    and node.args[1].value in _ATTR_NOOP:
-                s = _ATTR_NOOP[node.args[1].value]
-                if dotted(node.args[0]).rsplit(".", 1)[-1] not in s.effective_on:
+                    and node.args[1].value in _ATTR_NAMES:
+                why = noop_setting(f"{dotted(node.args[0])}.{node.args[1].value}")
+                if why is not None:
                     found.append(RawFinding(Rule.NOOP_TIMEOUT_SETTING, node.lineno,
-                                            f"`setattr(..., {node.args[1].value!r}, ...)` changes no timeout: {s.why}"))
+                                            f"`setattr(..., {node.args[1].value!r}, ...)` changes no timeout: {_clause(why)}"))
         elif isinstance(node, ast.Dict):
             found.extend(_env_key_finding(getattr(k, "value", None), node.lineno) for k in node.keys if k is not None)
         out.extend(x for x in found if x is not None and not _read_back(x, read_here))
@@ -486,7 +497,8 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
 
 def _read_back(finding: RawFinding, read_here: set[str]) -> bool:
     """The script sets a no-op variable and reads it back itself (to pass it to ``init_process_group``)."""
-    return any(f"`{name}` is set" in finding.message for name in read_here if name in _ENV_NOOP)
+    return any(f"`{name}` is set" in finding.message for name in read_here
+               if name in _ENV_NOOP or name.startswith(SCRIPT_VARIABLE_PREFIXES))
 
 
 def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:

@@ -128,8 +128,11 @@ def test_noop_settings_share_the_doctors_tables() -> None:
            "torch.distributed.distributed_c10d.default_pg_timeout = datetime.timedelta(hours=2)\n"
            "os.environ.setdefault('NCCL_TIMEOUT', '1')\nenv = dict(os.environ, NCCL_BLOCKING_WAIT='1')\n"
            "os.environ['NCCL_TIMEOUT_MINUTES'] = '30'\n")
+    # line 9: a script's own variable, set here and read nowhere in this file: it changes nothing either
     assert found(src) == [(3, "noop-timeout-setting"), (4, "noop-timeout-setting"), (5, "noop-timeout-setting"),
-                          (7, "noop-timeout-setting"), (8, "noop-timeout-setting")]
+                          (7, "noop-timeout-setting"), (8, "noop-timeout-setting"), (9, "noop-timeout-setting")]
+    # read back and passed on (seed 000): it works, nothing to report
+    assert found(src + "t = int(os.environ['NCCL_TIMEOUT_MINUTES'])\n") == found(src)[:-1]
 
 
 def test_dataloader_timeout_against_group_timeout() -> None:
