@@ -41,7 +41,7 @@ from nccl_workbook.watch.report import RankEnd, WatchReport, stall_line
 __all__ = ["watch", "add_parsers", "WatchError", "BOOTSTRAP_DIR"]
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
-POLL_S = 0.1
+POLL_S = 0.2
 #: a wait counts as a stall after this many times the job's median step time (and 20 x its median
 #: collective latency, and the --min-wait-s floor): what is normal for this job is not reported
 STEP_FACTOR = 2.0
