@@ -107,7 +107,7 @@ def test_healthy_job_has_no_odd_rank(tmp_path) -> None:  # noqa: ANN001
         reports = [attach(job.launcher_pid()) for _ in range(3)]
     for rep in reports:
         assert rep.culprit_ranks == (), rep.message
-        assert rep.message.startswith("no rank is waiting in a collective: the job is making progress")
+        assert rep.message.startswith("no rank is stuck in a collective: the job is making progress (just now: ")
 
 
 def test_pid_of_no_job(tmp_path) -> None:  # noqa: ANN001
