@@ -432,7 +432,7 @@ def verdict(ranks: Sequence[RankPlace], world_size: int | None = None, *, missin
     if not waiting:
         where = "; ".join(g.describe() for g in groups[:4]) + ("; …" if len(groups) > 4 else "")
         return Verdict(groups=groups, culprit_ranks=(), missing_ranks=missing,
-                       message=f"no rank is waiting in a collective: the job is making progress ({where})"
+                       message=f"no rank is stuck in a collective: the job is making progress (just now: {where})"
                                f"{missing_text}")
     main = waiting[0]
     tie = len(waiting) > 1 and len(waiting[1].ranks) == len(main.ranks)

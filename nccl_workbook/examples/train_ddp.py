@@ -201,15 +201,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # data: each rank sees its own shard of the training set
     n_train = args.batch_size * world_size * (args.steps + 1)
-    stall_index = None
-    sampler_rank_fault = args.fault == "stall-data" and rank == args.fault_rank
     train_set = TokenShards(n_train, args.block_size, args.vocab_size, args.seed)
     sampler = DistributedSampler(train_set, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
-    if sampler_rank_fault:
+    if args.fault == "stall-data" and rank == args.fault_rank:
         # the first sample of this rank's batch number fault_step hangs when it is read
         order = list(sampler)
-        stall_index = order[args.fault_step * args.batch_size]
-        train_set.stall_index, train_set.stall_s = stall_index, args.stall_s
+        train_set.stall_index, train_set.stall_s = order[args.fault_step * args.batch_size], args.stall_s
     train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler,
                               num_workers=args.num_workers, drop_last=True)
     val_set = TokenShards(args.batch_size * args.eval_iters, args.block_size, args.vocab_size, args.seed + 1)

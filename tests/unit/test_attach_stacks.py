@@ -147,7 +147,7 @@ def test_verdict_healthy_job_names_nobody() -> None:
     for suffix in (".0", ".1"):
         rep = report_from_dumps(dumps("healthy", suffix), world_size=4, stuck=dict.fromkeys(range(4), False))
         assert rep.culprit_ranks == ()
-        assert rep.message.startswith("no rank is waiting in a collective: the job is making progress")
+        assert rep.message.startswith("no rank is stuck in a collective: the job is making progress (just now: ")
 
 
 def test_a_single_snapshot_of_a_healthy_job_can_mislead_which_is_why_attach_watches() -> None:
