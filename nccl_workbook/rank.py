@@ -159,6 +159,22 @@ def _debug_level(level: str | None) -> Iterator[None]:
         yield
 
 
+def _reset_group_names() -> None:
+    """torch names the default group (and unnamed groups) by a per-process counter that
+    ``new_group`` increments and only a *successful* destroy of the default group resets; the
+    rendezvous keys carry that name (``default_pg/<n>/...``). An engine whose earlier run ended in
+    a failed destroy, or made side groups, would wait under another name than a fresh replacement
+    engine, and the run would time out in ``init_process_group`` on every rank. Every run starts
+    from the same name: what ``destroy_process_group`` does for a healthy group."""
+    try:
+        from torch.distributed import distributed_c10d as c10d
+
+        if not c10d.is_initialized():
+            c10d._world.group_count = 0  # noqa: SLF001
+    except Exception:  # noqa: BLE001 - an older or newer torch without it: nothing to reset
+        pass
+
+
 def run_rank(spec: RankSpec) -> RankReport:
     """Run one rank of one run; never raises for what the rank program or the group does."""
     import torch
@@ -187,6 +203,7 @@ def run_rank(spec: RankSpec) -> RankReport:
             # a failed earlier run may have left a group behind (it should not, but be sure)
             if dist.is_initialized():
                 dist.destroy_process_group()
+            _reset_group_names()
             kwargs: dict[str, Any] = {}
             if spec.backend == "nccl":
                 kwargs["device_id"] = device

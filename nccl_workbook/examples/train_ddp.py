@@ -28,7 +28,7 @@ With ``--pg-timeout-s`` shorter than ``--stall-s`` a stall becomes a collective 
 
 The fix for the first one, ``--eval-sync side-group``: every rank waits for rank 0's evaluation in
 a barrier on a gloo group of its own with a long timeout (``--side-timeout-s``), so the main group's
-timeout keeps guarding the training collectives (``nccl_workbook.fixes.wait_for_main`` does the
+timeout keeps guarding the training collectives (the workbook's ``fixes.wait_for_main`` does the
 same as a function).
 
 This script is the "user's unchanged script": it imports nothing from the workbook.
