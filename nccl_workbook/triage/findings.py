@@ -448,7 +448,8 @@ def _rank_left_early(ev: Evidence, _found: Found) -> Iterator[Finding]:
     if not closed or ev.own_failure or not ev.exits:
         return
     listed = {e.rank: e for e in ev.exits}
-    silent = [r for r in ev.summary.ranks_missing if r not in _ranks(ev.closed)]
+    closers = set(_ranks(ev.closed))
+    silent = [r for r in ev.summary.ranks_missing if r not in closers]
     left = tuple(r for r in silent if r not in listed or "SIGTERM" in listed[r].detail
                  or "exitcode 0" in listed[r].detail)
     if not left:
@@ -528,7 +529,8 @@ def _peer_went_away(ev: Evidence, _found: Found) -> Iterator[Finding]:
     closed = ev.closed
     if not closed or ev.own_failure:
         return
-    culprits = tuple(r for r in ev.late if r not in _ranks(closed))
+    closers = set(_ranks(closed))
+    culprits = tuple(r for r in ev.late if r not in closers)
     yield Finding(
         title="A peer process went away",
         scenario="exception-on-one-rank",
@@ -556,7 +558,8 @@ def _rendezvous(ev: Evidence, _found: Found) -> Iterator[Finding]:
     store = ev.store
     if not store:
         return
-    named = tuple(sorted({r for e in store for r in e.named_ranks if r not in _ranks(store)}))
+    reporters = set(_ranks(store))
+    named = tuple(sorted({r for e in store for r in e.named_ranks if r not in reporters}))
     barrier = next((e for e in store + ev.store_waiting if e.arrived is not None and e.world_size is not None
                     and (e.store_key or "").startswith("store_based_barrier")), None)
     unique_id = next((e for e in store if e.detail.startswith("NCCL unique id")), None)
