@@ -194,35 +194,35 @@ def iter_records(text: str, first_line: int = 1) -> Iterator[Record]:
     prev_len = 0
     record_start = _RECORD_START.match
     for line_no, physical in enumerate(text.split("\n"), first_line):
-        pieces = physical.split("\r") if "\r" in physical else (physical,)
-        first = True
-        for piece in pieces:
+        pieces = physical.split("\r") if "\r" in physical else None
+        for index, piece in enumerate(pieces or (physical,)):
+            n = len(piece)
             if (
-                first
-                and prev_len >= _WRAP_MIN_CHARS
+                prev_len >= _WRAP_MIN_CHARS  # only a long line can have been wrapped
+                and index == 0  # a "\r" redraw starts a new record
                 and parts
-                and size + len(piece) <= _MAX_RECORD_CHARS
-                and not piece.isspace()
+                and size + n <= _MAX_RECORD_CHARS
                 and piece
+                and not piece.isspace()
                 and record_start(piece) is None
             ):
                 starts.append((size, line_no))
                 parts.append(piece)
-                size += len(piece)
+                size += n
             else:
                 if parts:
                     yield Record(parts[0] if len(parts) == 1 else "".join(parts), tuple(starts))
                 # a single physical line longer than the cap is cut into pieces
-                if len(piece) > _MAX_RECORD_CHARS:
-                    cut = len(piece) - len(piece) % _MAX_RECORD_CHARS or len(piece) - _MAX_RECORD_CHARS
+                if n > _MAX_RECORD_CHARS:
+                    cut = n - n % _MAX_RECORD_CHARS or n - _MAX_RECORD_CHARS
                     for offset in range(0, cut, _MAX_RECORD_CHARS):
                         yield Record(piece[offset:offset + _MAX_RECORD_CHARS], ((0, line_no),))
                     piece = piece[cut:]
+                    n = len(piece)
                 parts = [piece]
                 starts = [(0, line_no)]
-                size = len(piece)
-            prev_len = len(piece)
-            first = False
+                size = n
+            prev_len = n
     if parts and (size > 0 or len(starts) > 1):
         yield Record(parts[0] if len(parts) == 1 else "".join(parts), tuple(starts))
 
@@ -943,7 +943,7 @@ ANCHORS: tuple[Anchor, ...] = (
             "Watchdog caught collective operation timeout", _nccl_timeout("watchdog", own_window=True)),
     _anchor("blocking_wait", _words("timed out in blocking wait"), "blocking",
             "Work WorkNCCL(SeqNum=1) timed out in blocking wait", _nccl_timeout("blocking wait", own_window=False)),
-    _anchor("async_exception", _words("raised the following async exception"), "async",
+    _anchor("async_exception", _words("raised the following async exception"), "following",
             "Collective WorkNCCL(SeqNum=1) raised the following async exception: x", _async_exception),
     _anchor("status_new", _words("failure detected by watchdog at work sequence id"), "atchdog",
             "failure detected by watchdog at work sequence id: 3", _pg_status),
@@ -951,11 +951,11 @@ ANCHORS: tuple[Anchor, ...] = (
             "Exception (either an error or timeout) detected by watchdog at work: 3", _pg_status),
     _anchor("status_old", _words("Timeout at NCCL work") + r"\s{0,4}:", "imeout",
             "Timeout at NCCL work: 3, last enqueued NCCL work: 3", _pg_status),
-    _anchor("dump_signal", _words("Received a dump signal"), "dump",
+    _anchor("dump_signal", _words("Received a dump signal"), "Received",
             "Received a dump signal due to a collective timeout from rank 1", _dump_signal),
-    _anchor("timeout_signal", _words("Received a timeout signal"), "signal",
+    _anchor("timeout_signal", _words("Received a timeout signal"), "Received",
             "Received a timeout signal from this local rank", _dump_signal),
-    _anchor("fr_prepare", _words("preparing to dump debug info"), "dump",
+    _anchor("fr_prepare", _words("preparing to dump debug info"), "preparing",
             "ProcessGroupNCCL preparing to dump debug info.", _fr_prepare),
     _anchor("fr_stack", _words("Stack trace of the failed collective"), "Stack",
             "Stack trace of the failed collective: ", _fr_stack),
@@ -969,9 +969,9 @@ ANCHORS: tuple[Anchor, ...] = (
     _anchor("desync_missing", _words("are the lagging ranks"), "lagging",
             "ranks [1] are the lagging ranks that caused this timeout", _desync_ranks("never joined any collective")),
     _anchor("desync_joined", r"joined" + _S + r"but" + _S + r"didn'?t" + _S + r"finish" + _S + r"collective",
-            "finish", "[1] joined but didn't finish collective #5",
+            "collective", "[1] joined but didn't finish collective #5",
             _desync_ranks("joined but did not finish the collective")),
-    _anchor("desync_finished", r"but" + _S + r"didn'?t" + _S + r"join" + _S + r"collective", "join",
+    _anchor("desync_finished", r"but" + _S + r"didn'?t" + _S + r"join" + _S + r"collective", "collective",
             "[2] finished collective #4, but didn't join collective #5",
             _desync_ranks("finished the previous collective but did not join this one")),
     _anchor("heartbeat", _words("Heartbeat monitor timed out"), "Heartbeat",
@@ -1005,7 +1005,7 @@ ANCHORS: tuple[Anchor, ...] = (
             _fixed(_K.STORE_TIMEOUT, _B.STORE, "timeout waiting for key")),
     _anchor("rdzv_timeout", r"RendezvousTimeoutError", "Rendezvous", "RendezvousTimeoutError",
             _fixed(_K.STORE_TIMEOUT, _B.STORE, "rendezvous timeout")),
-    _anchor("recv_zero", _words("Failed to recv, got 0 bytes"), "recv", "Failed to recv, got 0 bytes",
+    _anchor("recv_zero", _words("Failed to recv, got 0 bytes"), "Failed", "Failed to recv, got 0 bytes",
             _fixed(_K.PEER_CLOSED, _B.STORE, "store: failed to recv, got 0 bytes")),
     _anchor("dl_timeout", _words("DataLoader timed out after"), "DataLoader", "DataLoader timed out after 5 seconds",
             _dataloader_timeout),
@@ -1028,7 +1028,7 @@ ANCHORS: tuple[Anchor, ...] = (
             "CUDA error: an illegal memory access was encountered", _cuda_error),
     _anchor("cuda_oom", _words("CUDA out of memory"), "memory", "CUDA out of memory. Tried to allocate",
             _fixed(_K.CUDA_ERROR, _B.CUDA, "CUDA out of memory")),
-    _anchor("cuda_failure", r"Cuda" + _S + r"failure", "Cuda", "Cuda failure 1 'invalid argument'", _cuda_failure),
+    _anchor("cuda_failure", r"Cuda" + _S + r"failure", "failure", "Cuda failure 1 'invalid argument'", _cuda_failure),
     _anchor("unused", _words("Expected to have finished reduction in the prior iteration"), "reduction",
             "Expected to have finished reduction in the prior iteration before starting a new one.",
             _unused_parameters),
@@ -1038,7 +1038,7 @@ ANCHORS: tuple[Anchor, ...] = (
             None, state=StateChange.EXITCODE),
     _anchor("elastic_failed", r"failed" + _S + r"\(" + _S + r"exitcode" + _S + r":", "exitcode",
             "failed (exitcode: 1) local_rank: 0 (pid: 3956) of binary: python", _elastic_failed),
-    _anchor("root_cause", _words("Root Cause (first observed failure)"), "Root",
+    _anchor("root_cause", _words("Root Cause (first observed failure)"), "observed",
             "Root Cause (first observed failure):", None, state=StateChange.ROOT_CAUSE_NEXT),
     _anchor("spawn_process", r"--" + _S + r"Process" + _S + r"\d{1,7}" + _S + r"terminated" + _S + r"with",
             "erminat", "-- Process 3 terminated with the following error:", _spawn_process),
@@ -1066,17 +1066,17 @@ ANCHORS: tuple[Anchor, ...] = (
             _connect_failed(Backend.GLOO, "gloo could not connect the group"), span=300),
     _anchor("refused", _words("Connection refused"), "refused",
             "connect [127.0.1.1]:29500: Connection refused", _connect_failed(None, ""), generic=True),
-    _anchor("gloo_interface", _words("Unable to find address for"), "Unable",
+    _anchor("gloo_interface", _words("Unable to find address for"), "address",
             "ifa != nullptr. Unable to find address for: eth0", _gloo_interface),
     _anchor("rdzv_connection", r"RendezvousConnectionError", "Rendezvous", "RendezvousConnectionError",
             _connect_failed(Backend.STORE, "rendezvous: could not reach the rendezvous backend"), span=200),
     _anchor("terminating", _words("Terminating the process after attempting to dump debug info"), "erminat",
             "Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
             _terminating),
-    _anchor("dl_bus_error", _words("Unexpected bus error encountered in worker"), "bus",
+    _anchor("dl_bus_error", _words("Unexpected bus error encountered in worker"), "encountered",
             "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory",
             _worker_signal("bus error in a DataLoader worker: shared memory (/dev/shm) too small")),
-    _anchor("dl_segfault", _words("Unexpected segmentation fault encountered in worker"), "segmentation",
+    _anchor("dl_segfault", _words("Unexpected segmentation fault encountered in worker"), "encountered",
             "ERROR: Unexpected segmentation fault encountered in worker.",
             _worker_signal("segmentation fault in a DataLoader worker")),
 )
