@@ -417,29 +417,21 @@ def _rank_elsewhere(ev: Evidence, _found: Found) -> Iterator[Finding]:
     reason = (f"Read together, the ranks' tracebacks put {ev.summary.elsewhere_reason}. {_who(odd).capitalize()} "
               f"skipped the {op} (or ran one collective fewer before it), so every rank waited for a partner "
               "that was somewhere else.")
-    uneven = Finding(
-        title="A rank skipped a collective the others entered",
-        scenario="uneven-eval-allgather",
-        reason=reason + " In evaluation this is the signature of uneven shards: the rank with fewer batches "
-               "leaves the loop and reaches the next collective first.",
-        fix=("Give every rank the same number of steps (DistributedSampler with drop_last/padding, or "
-             "`torch.distributed.algorithms.join.Join`); never skip a collective on some ranks."),
-        score=_ELSEWHERE if skipped_gather else _ELSEWHERE_OTHER_SCENARIO,
-        culprit_ranks=odd,
-        evidence_lines=_lines(ev.timeouts),
+    readings = (
+        ("A rank skipped a collective the others entered", "uneven-eval-allgather", skipped_gather,
+         " In evaluation this is the signature of uneven shards: the rank with fewer batches leaves the loop and "
+         "reaches the next collective first.",
+         "Give every rank the same number of steps (DistributedSampler with drop_last/padding, or "
+         "`torch.distributed.algorithms.join.Join`); never skip a collective on some ranks."),
+        ("Rank-dependent control flow around a collective", "collective-mismatch", not skipped_gather,
+         " Outside evaluation, an `if` on the rank (or on per-rank data) around a collective does the same.",
+         "Make every rank issue the same collectives in the same order; run once with "
+         "TORCH_DISTRIBUTED_DEBUG=DETAIL to have torch name the mismatch at once."),
     )
-    mismatch = Finding(
-        title="Rank-dependent control flow around a collective",
-        scenario="collective-mismatch",
-        reason=reason + " Outside evaluation, an `if` on the rank (or on per-rank data) around a collective "
-               "does the same.",
-        fix=("Make every rank issue the same collectives in the same order; run once with "
-             "TORCH_DISTRIBUTED_DEBUG=DETAIL to have torch name the mismatch at once."),
-        score=_ELSEWHERE_OTHER_SCENARIO if skipped_gather else _ELSEWHERE,
-        culprit_ranks=odd,
-        evidence_lines=_lines(ev.timeouts),
-    )
-    yield from (uneven, mismatch) if skipped_gather else (mismatch, uneven)
+    for title, scenario, leads, why, fix in sorted(readings, key=lambda r: not r[2]):
+        yield Finding(title=title, scenario=scenario, reason=reason + why, fix=fix,
+                      score=_ELSEWHERE if leads else _ELSEWHERE_OTHER_SCENARIO, culprit_ranks=odd,
+                      evidence_lines=_lines(ev.timeouts))
 
 
 def _rank_left_early(ev: Evidence, _found: Found) -> Iterator[Finding]:
