@@ -1,6 +1,6 @@
 """Regenerate the torch 2.13 CPU (gloo) logs in this folder.
 
-Each case runs a tiny rank program under ``torchrun --nproc_per_node 2`` (or a single process)
+Each case runs a tiny rank program under ``torchrun`` (2 ranks unless ``NPROC`` says otherwise; or a single process)
 with a 2 s process-group timeout and stores the combined stdout+stderr, with a header line that
 says how it was made. Usage (about 30 s on 2 cores)::
 
