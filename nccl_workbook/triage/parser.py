@@ -1098,6 +1098,8 @@ _BLOCK_RECORDS = 64
 
 
 def _may_match(text: str, keywords: tuple[str, ...] = _KEYWORDS) -> bool:
+    """The prefilter's rule for one text: it can hold an anchor only if it holds a keyword
+    (:func:`read_log` applies it to a block of records at a time; the tests to each example)."""
     for keyword in keywords:
         if keyword in text:
             return True
