@@ -13,7 +13,8 @@ Rows (each a median over repeats unless it says otherwise):
 - live progress publishing: DDP step time with / without it (ratio);
 - wall time of every scenario variant (for broken runs: the overhead above the group timeout);
 - live detection latency (rank0-work-before-barrier, 10 s timeout, rank 0 six seconds late);
-- nbval over all notebooks (once: it is minutes).
+- nbval over all notebooks (once: it is minutes);
+- triage of 50 MiB of real error output and of a quiet log (``--triage-only``: just these rows).
 
 Targets (issue 6) on a 2-core machine: tracer overhead < 3 % of step time, 4-rank cold start
 < 12 s, warm re-run overhead < 1 s, whole nbval run < 5 minutes.
@@ -146,24 +147,43 @@ def bench_nbval() -> None:
     row("nbval over all notebooks (one shared cluster)", f"{wall:.0f} s ({tail})", "< 300 s")
 
 
+def bench_triage() -> None:
+    """50 MiB logs through triage_log (bench/triage_speed.py has the details and a profiler)."""
+    from bench.triage_speed import error_log, quiet_log
+    from nccl_workbook.triage import triage_log
+
+    for name, data in (("real error output", error_log(50 * 2**20)), ("a quiet log", quiet_log(50 * 2**20))):
+        start, cpu = time.perf_counter(), time.process_time()
+        report = triage_log(data)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        row(f"triage of 50 MiB of {name} ({report.summary.n_events} events counted, "
+            f"{report.summary.n_events_kept} kept)", f"{wall:.1f} s ({cpu:.1f} s CPU)", "< 5 s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-nbval", action="store_true")
     ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--scenarios", default="all", help="'all', 'none' or comma-separated ids")
+    ap.add_argument("--triage-only", action="store_true", help="only the triage rows (no cluster)")
     args = ap.parse_args()
     os.environ.pop("NCCL_WORKBOOK_SHARED_CLUSTER", None)
     ids = list(SCENARIOS) if args.scenarios == "all" else [] if args.scenarios == "none" else args.scenarios.split(",")
     t0 = time.perf_counter()
+    bench_triage()
+    if args.triage_only:
+        args.skip_cold = args.skip_nbval = True
+        ids = []
     if not args.skip_cold:
         bench_cold_start(args.repeats)
-    with RankCluster(n_ranks=4) as cluster:
-        bench_warm(cluster, args.repeats)
-        bench_replacement(cluster, args.repeats)
-        bench_tracer(cluster, args.repeats)
-        bench_detection(cluster, args.repeats)
-        bench_scenarios(cluster, ids)
+    if not args.triage_only:
+        with RankCluster(n_ranks=4) as cluster:
+            bench_warm(cluster, args.repeats)
+            bench_replacement(cluster, args.repeats)
+            bench_tracer(cluster, args.repeats)
+            bench_detection(cluster, args.repeats)
+            bench_scenarios(cluster, ids)
     if not args.skip_nbval:
         bench_nbval()
     load = os.getloadavg()

@@ -23,6 +23,7 @@ import pstats
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +60,7 @@ def quiet_log(size: int) -> bytes:
     return (chunk * (size // len(chunk) + 1))[:size]
 
 
-def measure(name: str, data: bytes, profile: bool) -> None:
+def measure(name: str, data: bytes, profile: bool, memory: bool) -> None:
     with tempfile.NamedTemporaryFile(delete=False) as f:
         f.write(data)
     try:
@@ -84,6 +85,12 @@ def measure(name: str, data: bytes, profile: bool) -> None:
           flush=True)
     if profiler is not None:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+    if memory:
+        tracemalloc.start()
+        triage_log(data)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        print(f"  peak memory allocated by triage_log (tracemalloc, input not counted): {peak / 2**20:.0f} MiB")
 
 
 def main() -> None:
@@ -91,12 +98,13 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=50)
     parser.add_argument("--kind", choices=("error", "quiet", "both"), default="both")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--memory", action="store_true", help="also run once under tracemalloc (slower)")
     args = parser.parse_args()
     size = int(args.mb * 2**20)
     if args.kind in ("error", "both"):
-        measure("error output", error_log(size), args.profile)
+        measure("error output", error_log(size), args.profile, args.memory)
     if args.kind in ("quiet", "both"):
-        measure("quiet log", quiet_log(size), args.profile)
+        measure("quiet log", quiet_log(size), args.profile, args.memory)
 
 
 if __name__ == "__main__":

@@ -306,7 +306,7 @@ def events_frame(events: list[Event] | tuple[Event, ...]) -> pd.DataFrame:
     columns the ``string`` dtype, ``named_ranks`` a Python tuple per row. An empty list gives an
     empty frame with the same columns and dtypes::
 
-        >>> from nccl_workbook.triage.parser import parse_log
+        >>> from nccl_workbook.triage import parse_log
         >>> events_frame(parse_log("[Rank 1] Watchdog caught collective operation timeout: "
         ...     "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
         ...     "ran for 600013 milliseconds before timing out."))[["kind", "rank", "op_type"]]

@@ -150,6 +150,10 @@ _STORE = 0.85
 _STORE_NAMES_LATE_RANK = 0.9
 _STORE_GONE = 0.6
 _CONNECT_FAILED = 0.8
+_ELSEWHERE = 0.85
+_ELSEWHERE_OTHER_SCENARIO = 0.6
+_LEFT_EARLY = 0.7
+_ROOT_CAUSE_VICTIM = 0.45
 _DUPLICATE_GPU = 0.95
 _NCCL_ERROR = 0.7
 _NCCL_ERROR_WITH_TIMEOUTS = 0.55
@@ -234,6 +238,8 @@ class Evidence:
     #: the store's connection lost (its server process is gone)
     store_gone: tuple[Event, ...]
     connect_failed: tuple[Event, ...]
+    #: the launcher's exit summary, one event per rank (torchrun's "Failures" / "Root Cause")
+    exits: tuple[Event, ...]
     duplicate_gpu: tuple[Event, ...]
     nccl: tuple[Event, ...]
     stuck: tuple[Event, ...]
@@ -262,6 +268,7 @@ class Evidence:
             store_waiting=_of(events, EventKind.STORE_WAITING),
             store_gone=tuple(e for e in _of(events, EventKind.PEER_CLOSED) if e.backend is Backend.STORE),
             connect_failed=_of(events, EventKind.CONNECT_FAILED),
+            exits=tuple(e for e in _of(events, EventKind.PROCESS_EXIT) if e.rank is not None),
             duplicate_gpu=_of(events, EventKind.DUPLICATE_GPU),
             nccl=_of(events, EventKind.NCCL_ERROR),
             stuck=_of(events, EventKind.WATCHDOG_STUCK, EventKind.HEARTBEAT),
@@ -400,6 +407,64 @@ def _timeouts_disagree(ev: Evidence, _found: Found) -> Iterator[Finding]:
     )
 
 
+def _rank_elsewhere(ev: Evidence, _found: Found) -> Iterator[Finding]:
+    """The ranks' tracebacks disagree: one rank waits in another collective than the rest."""
+    odd = ev.summary.ranks_elsewhere
+    if not odd:
+        return
+    op = ev.op or "the collective"
+    skipped_gather = ev.op in _ALLGATHER_OPS
+    reason = (f"Read together, the ranks' tracebacks put {ev.summary.elsewhere_reason}. {_who(odd).capitalize()} "
+              f"skipped the {op} (or ran one collective fewer before it), so every rank waited for a partner "
+              "that was somewhere else.")
+    readings = (
+        ("A rank skipped a collective the others entered", "uneven-eval-allgather", skipped_gather,
+         " In evaluation this is the signature of uneven shards: the rank with fewer batches leaves the loop and "
+         "reaches the next collective first.",
+         "Give every rank the same number of steps (DistributedSampler with drop_last/padding, or "
+         "`torch.distributed.algorithms.join.Join`); never skip a collective on some ranks."),
+        ("Rank-dependent control flow around a collective", "collective-mismatch", not skipped_gather,
+         " Outside evaluation, an `if` on the rank (or on per-rank data) around a collective does the same.",
+         "Make every rank issue the same collectives in the same order; run once with "
+         "TORCH_DISTRIBUTED_DEBUG=DETAIL to have torch name the mismatch at once."),
+    )
+    for title, scenario, leads, why, fix in sorted(readings, key=lambda r: not r[2]):
+        yield Finding(title=title, scenario=scenario, reason=reason + why, fix=fix,
+                      score=_ELSEWHERE if leads else _ELSEWHERE_OTHER_SCENARIO, culprit_ranks=odd,
+                      evidence_lines=_lines(ev.timeouts))
+
+
+def _rank_left_early(ev: Evidence, _found: Found) -> Iterator[Finding]:
+    """gloo peers saw a connection close, and the silent rank had no error: it left, not crashed."""
+    closed = [e for e in ev.closed if e.backend is Backend.GLOO]
+    if not closed or ev.own_failure or not ev.exits:
+        return
+    listed = {e.rank: e for e in ev.exits}
+    closers = set(_ranks(ev.closed))
+    silent = [r for r in ev.summary.ranks_missing if r not in closers]
+    left = tuple(r for r in silent if r not in listed or "SIGTERM" in listed[r].detail
+                 or "exitcode 0" in listed[r].detail)
+    if not left:
+        return
+    how = ", ".join(f"rank {r}: " + ("not in the launcher's failures (it exited cleanly)" if r not in listed
+                                     else "stopped by the launcher (SIGTERM) after the others failed")
+                    for r in left)
+    yield Finding(
+        title="A rank left the collectives early",
+        scenario="uneven-eval-allgather",
+        reason=(f"{_who(_ranks(closed)).capitalize()} saw the connection to a peer close (line {closed[0].line_no}) "
+                f"while {_who(left)} reported no error of its own ({how}): it left the collective sequence "
+                "(finished its loop, destroyed its group) while the others still expected it, i.e. it ran fewer "
+                "collectives than they did: uneven data shards or an early `break`/`return` on that rank."),
+        fix=("Give every rank the same number of steps (DistributedSampler with drop_last/padding, "
+             "`torch.distributed.algorithms.join.Join` for uneven inputs), and end with a `dist.barrier()` "
+             "before `destroy_process_group()`."),
+        score=_LEFT_EARLY,
+        culprit_ranks=left,
+        evidence_lines=_lines(closed),
+    )
+
+
 def _unused_parameters(ev: Evidence, _found: Found) -> Iterator[Finding]:
     unused = ev.unused
     if not unused:
@@ -456,7 +521,8 @@ def _peer_went_away(ev: Evidence, _found: Found) -> Iterator[Finding]:
     closed = ev.closed
     if not closed or ev.own_failure:
         return
-    culprits = tuple(r for r in ev.late if r not in _ranks(closed))
+    closers = set(_ranks(closed))
+    culprits = tuple(r for r in ev.late if r not in closers)
     yield Finding(
         title="A peer process went away",
         scenario="exception-on-one-rank",
@@ -484,7 +550,8 @@ def _rendezvous(ev: Evidence, _found: Found) -> Iterator[Finding]:
     store = ev.store
     if not store:
         return
-    named = tuple(sorted({r for e in store for r in e.named_ranks if r not in _ranks(store)}))
+    reporters = set(_ranks(store))
+    named = tuple(sorted({r for e in store for r in e.named_ranks if r not in reporters}))
     barrier = next((e for e in store + ev.store_waiting if e.arrived is not None and e.world_size is not None
                     and (e.store_key or "").startswith("store_based_barrier")), None)
     unique_id = next((e for e in store if e.detail.startswith("NCCL unique id")), None)
@@ -835,6 +902,32 @@ def _torch_named_late(ev: Evidence, found: Found) -> Iterator[Finding]:
     )
 
 
+def _root_cause_victim(ev: Evidence, found: Found) -> Iterator[Finding]:
+    """torchrun's "Root Cause (first observed failure)" names the first process to die, often a
+    rank that only waited (its own watchdog aborted it): say so when the log points elsewhere."""
+    root = next((e for e in ev.exits if "root cause" in e.detail), None)
+    if root is None or not found:
+        return
+    best = max(found, key=lambda f: f.score)
+    culprits = best.culprit_ranks
+    waited = root.rank in ev.waiting_ranks or root.rank in _ranks(ev.store)
+    if not culprits or root.rank in culprits or not (waited or "SIGABRT" in root.detail):
+        return
+    how = ("saw its peer's connection close" if root.rank in _ranks(ev.closed)
+           else "timed out waiting" if waited else "was aborted by its own watchdog (SIGABRT)")
+    yield Finding(
+        title="torchrun's root cause is a victim",
+        scenario=None,
+        reason=(f"torchrun's 'Root Cause (first observed failure)' names rank {root.rank} (line {root.line_no}), "
+                f"but rank {root.rank} {how}: it is the first process to die, not the one that caused the "
+                f"failure; the log points at {_who(culprits)} ({best.title.lower()})."),
+        fix="Read the culprit rank's output first; the launcher only reports which process exited first.",
+        score=_ROOT_CAUSE_VICTIM,
+        culprit_ranks=culprits,
+        evidence_lines=(root.line_no,),
+    )
+
+
 def _cannot_decide(ev: Evidence, found: Found) -> Iterator[Finding]:
     """Ranks waited, and no rule above reached a medium score: say so, and what to collect."""
     s = ev.summary
@@ -913,6 +1006,8 @@ RULES: tuple[Rule, ...] = (
     Rule("data loader stalled or died", ("dataloader-stall",), _dataloader_stall),
     Rule("collective mismatch reported", ("collective-mismatch",), _collective_mismatch),
     Rule("timeouts disagree on the op", ("collective-mismatch",), _timeouts_disagree),
+    Rule("a rank in another collective", ("uneven-eval-allgather", "collective-mismatch"), _rank_elsewhere),
+    Rule("a rank left early", ("uneven-eval-allgather",), _rank_left_early),
     Rule("DDP unused parameters", ("unused-parameters",), _unused_parameters),
     Rule("exception or CUDA error on a rank", ("exception-on-one-rank",), _exception_on_one_rank),
     Rule("a peer went away", ("exception-on-one-rank",), _peer_went_away),
@@ -928,6 +1023,7 @@ RULES: tuple[Rule, ...] = (
     Rule("DataLoader timeout not below the group's", ("timeout-settings",), _dataloader_timeout_not_below),
     Rule("timeout fired late", ("timeout-settings",), _late_watchdog),
     Rule("torch named the late ranks", (None,), _torch_named_late),
+    Rule("torchrun's root cause is a victim", (None,), _root_cause_victim),
     Rule("the log cannot decide", (None,), _cannot_decide),
     Rule("what the timeout does", ("timeout-settings",), _what_the_timeout_does),
     Rule("nothing to go on", (None,), _nothing_to_go_on),

@@ -157,6 +157,10 @@ class JobSummary:
     #: events the details (op, sequence numbers, first failures, causes) were read from: the first
     #: ``MAX_EVENTS`` of the log; below ``n_events`` when the log had more
     n_events_kept: int = 0
+    #: ranks whose traceback puts them in another collective than most of the ranks that waited
+    #: (rank 3 in ``barrier`` while ranks 0-2 wait in ``all_gather``: it skipped the all_gather)
+    ranks_elsewhere: tuple[int, ...] = ()
+    elsewhere_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict (the ``summary`` of ``triage --json``)."""
@@ -182,6 +186,8 @@ class JobSummary:
             "earliest_failure": earliest,
             "first_detectors": list(self.first_detectors),
             "named_late": list(self.named_late),
+            "ranks_elsewhere": list(self.ranks_elsewhere),
+            "elsewhere_reason": self.elsewhere_reason,
             "unranked_failures": self.unranked_failures,
             "per_rank": [row.to_json() for row in self.per_rank],
         }
@@ -310,6 +316,7 @@ def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = 
     detectors = sorted({r for e in events if e.kind is EventKind.FLIGHT_RECORDER for r in e.named_ranks})
     named_late = sorted({r for e in events if e.kind in (EventKind.MONITORED_BARRIER, EventKind.DESYNC_REPORT)
                          for r in e.named_ranks})
+    elsewhere, elsewhere_reason = _ranks_elsewhere(timeouts)
 
     rows: list[RankRow] = []
     by_rank: dict[int, list[Event]] = {}
@@ -378,9 +385,38 @@ def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = 
         earliest=_earliest(failures),
         first_detectors=tuple(detectors),
         named_late=tuple(named_late),
+        ranks_elsewhere=elsewhere,
+        elsewhere_reason=elsewhere_reason,
         per_rank=tuple(rows),
         unranked_failures=tally.unranked_failures,
     )
+
+
+def _ranks_elsewhere(timeouts: list[Event]) -> tuple[tuple[int, ...], str]:
+    """Ranks whose first timeout is in another collective than the one most ranks timed out in.
+
+    Read from the op of each rank's first collective timeout that has no sequence number (gloo:
+    the collective in its traceback; NCCL's numbered timeouts are compared by SeqNum instead, see
+    ``ranks_behind``). Needs at least three ranks with a known op and a strict majority on one op:
+    with two ranks, or a tie, the log cannot say which side is the odd one.
+    """
+    op_of: dict[int, str] = {}
+    for e in timeouts:
+        if e.rank is not None and e.op_type is not None and e.seq_num is None and e.rank not in op_of:
+            op_of[e.rank] = e.op_type
+    if len(op_of) < 3:
+        return (), ""
+    counts = Counter(op_of.values())
+    if len(counts) < 2:
+        return (), ""
+    (major, n_major), (_, n_next) = counts.most_common(2)
+    if n_major <= n_next or n_major * 2 <= len(op_of):
+        return (), ""
+    odd = tuple(sorted(r for r, op in op_of.items() if op != major))
+    majority = sorted(r for r, op in op_of.items() if op == major)
+    where = ", ".join(f"rank {r} in {op_of[r]}" for r in odd)
+    return odd, (f"{where} while ranks {_fmt(majority)} waited in {major}: "
+                 f"{'it' if len(odd) == 1 else 'they'} did not enter the {major} the others were in")
 
 
 def _fmt(ranks: list[int] | tuple[int, ...]) -> str:

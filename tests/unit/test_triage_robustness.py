@@ -172,9 +172,43 @@ def test_50_mb_rate(capsys):
              "INFO 2025-11-21 10:00:01,123 trainer.py:412 step=1200 throughput=5123.4 tokens/s\n") * 99
     chunk += "[rank5]:[E1121 10:10:01.1 ProcessGroupNCCL.cpp:632] " + WATCHDOG + "\n"
     data = (chunk * (50 * 2**20 // len(chunk) + 1)).encode()[: 50 * 2**20]
-    start = time.perf_counter()
-    events = parse_log(data)
-    elapsed = time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    report = triage_log(data)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     with capsys.disabled():
-        print(f"\n50 MiB: {len(events)} events in {elapsed:.2f} s = {len(data) / 2**20 / elapsed:.1f} MiB/s")
-    assert elapsed < 30
+        print(f"\n50 MiB: {report.summary.n_events} events in {elapsed:.2f} s ({cpu:.2f} s CPU) = "
+              f"{len(data) / 2**20 / elapsed:.1f} MiB/s")
+    assert report.summary.n_events == data.count(b"Watchdog caught")  # every event counted
+    assert cpu < 10  # bench/triage_speed.py has the figures (about 2 s CPU on a 2-core VM)
+
+
+def test_events_past_the_cap_are_counted_not_kept():
+    from nccl_workbook.triage import read_log, summarize
+
+    lines = [f"[rank{r}]:[E1121 10:10:01.1 ProcessGroupNCCL.cpp:632] {WATCHDOG.replace('[Rank 3]', f'[Rank {r}]')}"
+             for _ in range(25) for r in range(4)]
+    lines.append("[rank7]:[E1121 10:20:01.1 ProcessGroupNCCL.cpp:632] " + WATCHDOG.replace("[Rank 3]", "[Rank 7]"))
+    parsed = read_log("\n".join(lines), max_events=10)
+    assert len(parsed.events) == 10 and parsed.tally.n_events == 101 and parsed.tally.capped
+    s = summarize(parsed.events, parsed.tally)
+    assert (s.n_events, s.n_events_kept) == (101, 10)
+    assert s.ranks_reported == (0, 1, 2, 3, 7)  # rank 7 only appears past the cap
+    rows = {r.rank: r for r in s.per_rank}
+    assert rows[7].first_kind is EventKind.COLLECTIVE_TIMEOUT and rows[7].n_events == 1 and rows[0].n_events == 25
+    assert summarize(parsed.events).n_events == 10  # without the tally: what the list holds
+
+
+def test_pieces_keep_line_numbers_and_wrapped_records():
+    from nccl_workbook.triage import parser
+
+    line = "[rank1]:[E1121 10:10:01.1 ProcessGroupNCCL.cpp:632] " + WATCHDOG + "\n"
+    filler = "Epoch 3:  41%|####      | 410/1000 [06:28<09:20,  1.05it/s]\n"
+    data = ((filler * 50 + line) * 400).encode()
+    whole = parse_log(data)
+    saved = parser._PIECE_BYTES
+    try:
+        parser._PIECE_BYTES = 10_000  # many pieces
+        pieced = parse_log(data)
+    finally:
+        parser._PIECE_BYTES = saved
+    assert pieced == whole and len(whole) == 400 and whole[-1].line_no == 400 * 51

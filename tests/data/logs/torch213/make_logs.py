@@ -1,6 +1,6 @@
 """Regenerate the torch 2.13 CPU (gloo) logs in this folder.
 
-Each case runs a tiny rank program under ``torchrun --nproc_per_node 2`` (or a single process)
+Each case runs a tiny rank program under ``torchrun`` (2 ranks unless ``NPROC`` says otherwise; or a single process)
 with a 2 s process-group timeout and stores the combined stdout+stderr, with a header line that
 says how it was made. Usage (about 30 s on 2 cores)::
 
@@ -79,7 +79,36 @@ PROGRAMS: dict[str, str] = {
         dist.barrier()
         dist.destroy_process_group()
     """,
+    # rank 3 has no evaluation batch left and skips the all_gather the others enter; it waits in the
+    # barrier that follows (4 ranks).
+    "gloo_rank3_skips_allgather": """
+        import datetime
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=3))
+        rank = dist.get_rank()
+        out = [torch.zeros(1) for _ in range(dist.get_world_size())]
+        if rank != 3:
+            dist.all_gather(out, torch.ones(1))  # evaluation: rank 3 has no batch left
+        dist.barrier()
+        dist.destroy_process_group()
+    """,
+    # rank 2 runs one step fewer than ranks 0 and 1 and leaves cleanly (exit code 0) while they
+    # are in the next step's all_reduce (3 ranks).
+    "gloo_rank2_finishes_early": """
+        import datetime
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=3))
+        rank = dist.get_rank()
+        steps = 2 if rank == 2 else 3  # an uneven shard: one batch fewer on rank 2
+        for step in range(steps):
+            t = torch.ones(4)
+            dist.all_reduce(t)
+        dist.destroy_process_group()
+    """,
 }
+
+#: ranks per torchrun case (default 2)
+NPROC: dict[str, int] = {"gloo_rank3_skips_allgather": 4, "gloo_rank2_finishes_early": 3}
 
 SINGLE: dict[str, str] = {
     "dataloader_timeout": """
@@ -148,10 +177,11 @@ def _run(name: str, source: str, distributed: bool) -> None:
         if name == "gloo_detail_shape_mismatch":
             env["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
         if distributed:
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+            nproc = NPROC.get(name, 2)
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
                    "--master_port", "0", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                    "127.0.0.1:0", str(script)]
-            how = "torchrun --nproc_per_node 2, gloo, 2 s process-group timeout"
+            how = f"torchrun --nproc_per_node {nproc}, gloo, 2-3 s process-group timeout"
         else:
             cmd = [sys.executable, str(script)]
             how = "one process"

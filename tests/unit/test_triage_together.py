@@ -1,0 +1,55 @@
+"""Reading the ranks together (issue 17, part 2): the op in each rank's traceback, ranks that left
+early, and torchrun's "Root Cause" when it names a victim. Logs recorded with torch 2.13
+(``tests/data/logs/torch213``, made by its ``make_logs.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nccl_workbook.triage import EventKind, example_log_text, triage_log
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "logs" / "torch213"
+
+
+def body(name: str) -> bytes:
+    return (DATA / name).read_bytes().partition(b"\n")[2]
+
+
+def test_rank_in_another_collective_than_the_others_is_named():
+    """Ranks 0-2 time out in all_gather, rank 3 in the barrier after it: rank 3 skipped the all_gather."""
+    report = triage_log(body("gloo_rank3_skips_allgather.log"))
+    s = report.summary
+    assert s.ranks_elsewhere == (3,) and "rank 3 in BARRIER while ranks 0-2 waited in ALLGATHER" in s.elsewhere_reason
+    first, second = report.findings[:2]
+    assert (first.scenario, first.culprit_ranks) == ("uneven-eval-allgather", (3,)) and first.confidence.value == "high"
+    assert (second.scenario, second.culprit_ranks) == ("collective-mismatch", (3,))
+
+
+def test_two_sides_or_numbered_timeouts_name_no_rank_elsewhere():
+    line = ("[rank{r}]: File \"/x/distributed_c10d.py\", line 1, in {fn}\n"
+            "[rank{r}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+            "waiting 3000ms for recv operation to complete\n")
+    two = line.format(r=0, fn="all_gather") + line.format(r=1, fn="barrier")
+    assert triage_log(two).summary.ranks_elsewhere == ()
+    tie = "".join(line.format(r=r, fn=fn) for r, fn in ((0, "all_gather"), (1, "all_gather"), (2, "barrier"),
+                                                      (3, "barrier")))
+    assert triage_log(tie).summary.ranks_elsewhere == ()
+
+
+def test_rank_that_left_early_is_named():
+    report = triage_log(body("gloo_rank2_finishes_early.log"))
+    top = report.top
+    assert (top.title, top.scenario, top.culprit_ranks) == ("A rank left the collectives early", "uneven-eval-allgather",
+                                                            (2,))
+    assert "SIGTERM" in top.reason
+
+
+def test_root_cause_naming_a_victim_is_said():
+    report = triage_log(example_log_text())  # torchrun names rank 1 (SIGABRT); rank 0 was the late one
+    note = next(f for f in report.findings if f.title == "torchrun's root cause is a victim")
+    assert note.culprit_ranks == (0,) and "names rank 1" in note.reason and note.confidence.value == "low"
+    assert report.top.culprit_ranks == (0,)
+    exits = [e for e in report.events if e.kind is EventKind.PROCESS_EXIT and "root cause" in e.detail]
+    assert [e.rank for e in exits] == [1]
+    skipped = triage_log(body("gloo_rank3_skips_allgather.log"))
+    assert any(f.title == "torchrun's root cause is a victim" and "names rank 0" in f.reason for f in skipped.findings)
