@@ -119,3 +119,28 @@ def test_bad_input_is_one_line(args: list[str], message: str) -> None:
                        timeout=60)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_fsdp2_and_checkpoint_collectives_are_seen(tmp_path: Path) -> None:
+    """FSDP2's parameter all-gathers and gradient reduce-scatters and DCP's object collectives go
+    through torch.distributed's Python functions, which the agent wraps."""
+    import csv
+    from collections import Counter
+
+    script = Path(__file__).parent / "scripts" / "fsdp2_dcp.py"
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "nccl_workbook.cli", "watch", "--quiet", "--out", str(out), "--",
+           *torchrun_command(script, str(tmp_path / "ckpt"), nproc=2)]
+    job = TorchrunJob(cmd, deadline_s=90)
+    try:
+        result = job.wait(100)
+    finally:
+        job.kill()
+    assert result.returncode == 0, result.output[-2000:]
+    rows = list(csv.DictReader((out / "trace.csv").open()))
+    ops = Counter(r["name"] for r in rows if r["kind"] == "collective" and r["rank"] == "0")
+    assert ops["_ALLGATHER_BASE"] >= 6 and ops["_REDUCE_SCATTER_BASE"] >= 3, ops  # 3 steps of 2 layers + root
+    assert ops["GATHER"] + ops["ALLGATHER"] + ops["BROADCAST"] >= 2, ops  # the checkpoint's planning
+    assert json.loads((out / "report.json").read_text())["ranks"][0]["steps"] == 3
+    for name in ("trace.perfetto.json", "timeline.png", "times.png", "report.txt"):
+        assert (out / name).stat().st_size > 0
