@@ -65,7 +65,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from nccl_workbook.results import RunResult
 
-__all__ = ["Params", "program", "SCENARIO", "prepare_shard", "never_arrived", "init_table"]
+__all__ = ["Params", "program", "SCENARIO", "prepare_shard", "never_arrived", "init_table", "ResetProbe",
+           "probe_timeout_reset", "timeout_reset_table"]
 
 _INITS = {"plain", "after-init", "long-then-short", "store-barrier"}
 
@@ -248,3 +249,91 @@ def init_table(result: RunResult) -> pd.DataFrame:
             "never_arrived": r in late,
         }
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols).rename_axis("rank")
+
+
+# -- does setting the timeout again after init take effect? (measured live) ----------------------
+@dataclass(frozen=True)
+class ResetProbe:
+    """Groups are created with ``long_s``; each way of shortening the timeout to ``short_s`` is then
+    tested live: rank 0 arrives ``late_s`` late at a barrier and the others time how long they wait."""
+
+    long_s: float = 20.0
+    short_s: float = 1.0
+    late_s: float = 2.5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.short_s < self.late_s < self.long_s:
+            raise ValueError(f"need 0 < short_s < late_s < long_s, got {self.short_s}, {self.late_s}, {self.long_s}")
+
+
+#: (key, what the script does after init); the last one is applied to the default group itself
+RESETS: tuple[tuple[str, str], ...] = (
+    ("nothing", "nothing: the group keeps its init timeout"),
+    ("default_pg_timeout", "distributed_c10d.default_pg_timeout = short (after the group exists)"),
+    ("new_group", "a new group: new_group(timeout=short)"),
+    ("set_pg_timeout", "distributed_c10d._set_pg_timeout(short, group)"),
+    ("set_pg_timeout_default", "distributed_c10d._set_pg_timeout(short) on the default group"),
+)
+
+
+def probe_timeout_reset(ctx: Any, probe: ResetProbe) -> dict[str, Any]:
+    """Rank program (run with ``pg_timeout_s=probe.long_s``): for each of :data:`RESETS`, the timeout
+    the group reports afterwards and how long a barrier with a late rank 0 really waited. The default
+    group is changed last: its timeout kills it."""
+    import time
+
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    short, out = datetime.timedelta(seconds=probe.short_s), {}
+    for key, _ in RESETS:
+        saved = c10d.default_pg_timeout
+        try:
+            group = None if key == "set_pg_timeout_default" else dist.new_group(
+                timeout=short if key == "new_group" else datetime.timedelta(seconds=probe.long_s))
+            if key == "default_pg_timeout":
+                c10d.default_pg_timeout = short
+            elif key.startswith("set_pg_timeout"):
+                c10d._set_pg_timeout(short, group)
+            out[f"{key}:reports_s"] = group_timeout_s(group)
+            if ctx.is_main:
+                time.sleep(probe.late_s)
+            t0 = time.perf_counter()
+            try:
+                dist.barrier(group=group)
+                out[f"{key}:ended"] = "ok"
+            except RuntimeError as e:
+                out[f"{key}:ended"] = type(e).__name__
+            out[f"{key}:waited_s"] = round(time.perf_counter() - t0, 2)
+        finally:
+            c10d.default_pg_timeout = saved
+        if group is not None:
+            dist.barrier()  # back in step on the default group (a failed side group leaves it intact)
+    return out
+
+
+def timeout_reset_table(cluster: Any, probe: ResetProbe | None = None) -> pd.DataFrame:
+    """Run :func:`probe_timeout_reset`; one row per way: the timeout the group reports afterwards
+    (s), how long the waiting ranks waited for a rank ``late_s`` late (median, s), how it ended, and
+    whether the short timeout took effect."""
+    import statistics
+
+    import pandas as pd
+
+    probe = probe or ResetProbe()
+    run = cluster.run(probe_timeout_reset, probe, pg_timeout_s=probe.long_s, deadline_s=len(RESETS) * (probe.late_s + 3) + 60)
+    bad = [f"rank {r.rank}: {r.status.value} {r.error}" for r in run.reports if r.status.value != "ok"]
+    if bad:
+        raise RuntimeError("the timeout-reset probe failed on the engines: " + "; ".join(bad))
+    waiting = [r.metrics for r in run.reports if r.rank != 0]
+    rows = []
+    for key, what in RESETS:
+        waited = statistics.median(float(m[f"{key}:waited_s"]) for m in waiting)
+        rows.append({
+            "after init": what,
+            "group reports (s)": float(waiting[0][f"{key}:reports_s"]),
+            "others waited (s)": round(waited, 2),
+            "ended": waiting[0][f"{key}:ended"],
+            "short timeout took effect": waited < probe.late_s - 0.5 * (probe.late_s - probe.short_s),
+        })
+    return pd.DataFrame(rows).set_index("after init")
