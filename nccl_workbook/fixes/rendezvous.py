@@ -17,8 +17,8 @@ the late rank, arriving after they gave up, ``DistNetworkError: The client socke
 3000ms while trying to connect to (127.0.0.1, PORT)``. Under torchrun (the agent hosts the store) the
 early ranks' key names the late rank instead: ``keys: /default_pg/0//cpu//0/2``. The store-based
 barrier (``Timed out initializing process group in store based barrier``) does not appear: torch 2.13
-skips it for the default group, with or without ``TORCH_DIST_INIT_BARRIER=1``, because the gloo
-rendezvous above fails first.
+runs it only with ``TORCH_DIST_INIT_BARRIER=1`` (default 0) and only after the backend exists, and
+the gloo rendezvous before it fails first (measured with 0 and 1: the same messages).
 
 Fixes:
 

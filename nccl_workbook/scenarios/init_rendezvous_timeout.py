@@ -14,7 +14,8 @@ of the second node", 2 ranks per node) tokenises its shard for ``prepare_s`` = 6
 three DDP steps and a final barrier.
 
 What torch 2.13 gloo prints in ``broken`` (measured; the same with ``env://``, and with or without
-``TORCH_DIST_INIT_BARRIER=1``: the store-based barrier is never reached):
+``TORCH_DIST_INIT_BARRIER=1``: torch runs the store-based barrier only with it, after the backend
+exists, and the gloo rendezvous before it fails first):
 
 - rank 0 (hosts the store): ``DistStoreError: Timed out after 4 seconds waiting for clients. 3/4
   clients joined.``
