@@ -105,3 +105,28 @@ def test_store_barrier_passes_when_all_arrive() -> None:
     assert fixes.store_barrier(store, rank=0, world_size=2, timeout_s=1, key="t2") < 1
     with pytest.raises(ValueError, match="rank 5"):
         fixes.store_barrier(store, rank=5, world_size=2, timeout_s=1)
+
+
+def test_a_failed_init_leaves_the_group_name_counter_as_it_was() -> None:
+    """torch 2.13 counts the default group's name up even when init fails; the scenario's init
+    restores it, so an engine's next init uses the name a fresh engine would."""
+    import socket
+    from types import SimpleNamespace
+
+    import torch
+    import torch.distributed.distributed_c10d as c10d
+
+    from nccl_workbook.scenarios.init_rendezvous_timeout import _init
+    from nccl_workbook.trace import Tracer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nobody listens there once the socket is closed
+    tracer = Tracer(1)
+    ctx = SimpleNamespace(rank=1, world_size=2, backend="gloo", device=torch.device("cpu"),
+                          init_method=f"tcp://127.0.0.1:{port}", tracer=tracer)
+    before = c10d._world.group_count
+    with pytest.raises(Exception, match="timed out"):
+        _init(ctx, 0.5)
+    assert c10d._world.group_count == before and not dist.is_initialized()
+    assert [(r.name, r.status) for r in tracer.rows] == [("init_process_group", "error")]
