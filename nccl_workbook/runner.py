@@ -87,6 +87,7 @@ def run_scenario(
         progress=progress,
         flight_recorder=flight_recorder,
         on_hang=on_hang,
+        init_group=scenario.init_group,
     )
     return result_from_run(
         run, scenario=scenario.id, variant=variant,

@@ -24,6 +24,7 @@ _MODULES = (
     "ddp",
     "fds",
     "uneven",
+    "rendezvous",
 )
 
 __all__: list[str] = []

@@ -27,6 +27,7 @@ _MODULES = (
     "unused_parameters",
     "fd_exhaustion",
     "uneven_eval_allgather",
+    "init_rendezvous_timeout",
 )
 
 _loaded = [importlib.import_module(f"{__name__}.{_name}").SCENARIO for _name in _MODULES]

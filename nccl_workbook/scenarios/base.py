@@ -59,6 +59,9 @@ class Scenario:
     #: client-side deadline for one run, from (params, pg_timeout_s); generous, only hangs hit it
     deadline_s: Callable[[Any, float], float] = lambda p, t: 4 * t + 30
     default_timeout_s: float = 3.0
+    #: False: the rank program calls ``init_process_group`` itself (from ``ctx.init_method``), for
+    #: scenarios about init; the run then skips its own group init (``RankSpec.init_group``)
+    init_group: bool = True
 
     def __post_init__(self) -> None:
         if not _ID.match(self.id):
