@@ -574,7 +574,7 @@ def _late_to_init_finding(ev: Evidence, late: tuple[int, ...], store: tuple[Even
     first = next(e for e in store if e.named_ranks)
     return Finding(
         title="A rank reached init_process_group too late",
-        scenario=None,
+        scenario="init-rendezvous-timeout",
         reason=(f"{_who(waiting).capitalize() if waiting else 'A rank'} timed out in the group's set-up waiting for "
                 f"{_who(late)} (store key {first.store_key}, line {first.line_no}): {_who(late)} had not published "
                 "its address, so it reached `init_process_group` later than the init timeout allows (slow "
@@ -592,7 +592,7 @@ def _store_barrier_finding(ev: Evidence, barrier: Event) -> Finding:
     missing = tuple(r for r in range(world) if r not in arrived_ranks) if len(arrived_ranks) == arrived else ()
     return Finding(
         title="Ranks never arrived at init's store based barrier",
-        scenario=None,
+        scenario="init-rendezvous-timeout",
         reason=(f"The store based barrier of process-group init timed out (line {barrier.line_no}): {arrived} of "
                 f"{world} ranks arrived, {world - arrived} never did"
                 + (f" ({_who(missing)})" if missing else "") + ". A rank that is slow to reach "
@@ -608,7 +608,7 @@ def _store_barrier_finding(ev: Evidence, barrier: Event) -> Finding:
 def _unique_id_finding(ev: Evidence, event: Event) -> Finding:
     return Finding(
         title="Rank 0 never published the NCCL unique id",
-        scenario=None,
+        scenario="init-rendezvous-timeout",
         reason=(f"{_who(_ranks([event])).capitalize()} could not read the NCCL unique id that rank 0 puts in the "
                 f"store when the first NCCL communicator is created (line {event.line_no}; {event.detail}): rank 0 "
                 "reached its first collective much later than the others (rank-0-only work before it: a login "
@@ -648,7 +648,7 @@ def _store_generic_finding(ev: Evidence, joined: Event | None) -> Finding:
                   f"{store[0].line_no}): the master was unreachable or a peer never arrived.")
     return Finding(
         title="A rank never joined the rendezvous",
-        scenario=None,
+        scenario="init-rendezvous-timeout",
         reason=reason,
         fix=_RENDEZVOUS_FIX,
         score=_STORE,
@@ -1011,7 +1011,7 @@ RULES: tuple[Rule, ...] = (
     Rule("DDP unused parameters", ("unused-parameters",), _unused_parameters),
     Rule("exception or CUDA error on a rank", ("exception-on-one-rank",), _exception_on_one_rank),
     Rule("a peer went away", ("exception-on-one-rank",), _peer_went_away),
-    Rule("store / rendezvous", (None,), _rendezvous),
+    Rule("store / rendezvous", ("init-rendezvous-timeout", None), _rendezvous),
     Rule("the store's process went away", (None,), _store_gone),
     Rule("connections could not be set up", (None,), _connect_failed),
     Rule("two ranks on one GPU", (None,), _duplicate_gpu),

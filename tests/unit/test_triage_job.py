@@ -150,7 +150,7 @@ def test_torch213_detail_mismatch_two_sides_cannot_pick_one():
 
 def test_torch213_store_and_dataloader():
     store = triage_log(body(DATA / "torch213" / "store_waiting_for_clients.log"))
-    assert store.top.scenario is None and "1 of 2 ranks never connected" in store.top.reason
+    assert store.top.scenario == "init-rendezvous-timeout" and "1 of 2 ranks never connected" in store.top.reason
     assert store.summary.world_size == 2 and store.summary.world_size_basis == "stated"
     dl = triage_log(body(DATA / "torch213" / "dataloader_timeout.log"))
     assert dl.top.scenario == "dataloader-stall"
