@@ -97,6 +97,8 @@ COLUMNS: dict[str, str] = {
     "dtype": "string",
 }
 _KINDS = {"step", "region", "collective"}
+#: one encoder for the spill lines (``json.dumps`` with arguments builds a new one per call: a hot path)
+_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 _STATUSES = {s.value for s in RankStatus} | {"running"}
 
 
@@ -126,7 +128,7 @@ class TraceRow:
 
     def to_json(self) -> str:
         """One line of a spill file: the fields by name."""
-        return json.dumps(vars(self), separators=(",", ":"))
+        return _ENCODE(vars(self))
 
 
 def read_spill(path: str) -> tuple[TraceRow, ...]:
