@@ -451,6 +451,10 @@ class RankCluster:
                 except ClusterError as e:
                     log.warning("could not cancel Slurm job(s) %s: %s", self.job_ids, e)
                 self.job_ids = []
+            if self.launch.remote:
+                # cancelled above (Slurm) or killed below (mpiexec); ipyparallel's own stop would run
+                # `scancel ''` for a set whose sbatch failed, now or at exit
+                cluster.engines.clear()
             # silence ipyparallel's dump of the killed processes' logs into the notebook (it logs
             # them as warnings from its wait threads as soon as the processes exit)
             cluster.log.setLevel(logging.CRITICAL)
