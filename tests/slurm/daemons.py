@@ -119,7 +119,7 @@ class SlurmDaemons:
             self._spawn(n.prefix + ["slurmd", "-D", "-N", n.name, "-f", str(self.conf)], f"slurmd-{n.name}.out", env)
         deadline = time.monotonic() + timeout_s
         while True:
-            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, env=env)
+            out = self.run("sinfo", "-h", "-N", "-o", "%N %T")
             states = dict(line.split() for line in out.stdout.splitlines() if len(line.split()) == 2)
             if len(states) == len(self.nodes) and all(s == "idle" for s in states.values()):
                 break
@@ -154,7 +154,9 @@ class SlurmDaemons:
 
     # -- use -----------------------------------------------------------------------------------
     def run(self, *argv: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
+        """Run a Slurm client command (squeue, scancel, ...) against these daemons."""
+        # a client reaches slurmctld from the controller's host (its network namespace, if any)
+        return subprocess.run([*self.ctld_prefix, *argv], capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, **self.env})
 
     def jobs(self) -> list[str]:
