@@ -535,11 +535,14 @@ class RankCluster:
         """Each engine's local rank (its GPU index): the launcher's, else its position among the
         given engines on its host."""
         hosts = [self._info[eid].host if eid in self._info else "?" for eid in ids]
-        out = []
-        for i, eid in enumerate(ids):
-            p = self._placement.get(eid)
-            out.append(p.local_rank if p is not None and p.local_rank is not None else hosts[:i].count(hosts[i]))
-        return out
+        position = [hosts[:i].count(hosts[i]) for i in range(len(ids))]
+        given = [p.local_rank if (p := self._placement.get(eid)) is not None else None for eid in ids]
+        if any(g is None for g in given):
+            return position
+        # a replacement engine comes from a job of its own and has local rank 0 there: where two
+        # engines of a host would share one, fall back to positions (distinct, in rank order)
+        per_host = [(h, g) for h, g in zip(hosts, given)]
+        return position if len(set(per_host)) < len(per_host) else [int(g) for g in given]  # type: ignore[arg-type]
 
     def host_address(self, local: bool) -> str:
         """The address the controller, rendezvous and hub use: loopback when every rank runs on

@@ -44,6 +44,14 @@ def main() -> int:
             "fixed_ok": fixed.ok,
             "job_ids": list(cluster.job_ids),
         }
+        # an engine on the other host (rank 0, on nwb-a) killed through its nanny, replaced by a
+        # second Slurm job before the next run, which is diagnosed right again
+        out["kill_note"] = cluster.kill_engine(cluster.engine_ids[0], "test kill")
+        out["heal_notes"] = cluster.ensure_healthy()
+        again = run_scenario(cluster, "rank0-work-before-barrier", "broken")
+        out["after_replacement"] = {"culprits": list(again.culprit_ranks), "job_ids": list(cluster.job_ids),
+                                    "local_ranks": cluster.local_ranks(cluster.engine_ids),
+                                    "hosts": [p.host for p in cluster.placement.values()]}
     finally:
         cluster.stop()
     print("RESULT " + json.dumps(out), flush=True)

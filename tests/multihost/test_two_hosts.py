@@ -1,7 +1,8 @@
 """Multi-host behaviour on two network-namespace hosts: a cluster with two Slurm-started engines on
 each host, driven from ``nwb-b`` (the login node here), names rank 0 on ``nwb-a`` as the culprit;
 the rendezvous and the hub are on the namespaces' own addresses; each run measures the clock offset
-of the ranks on the other host."""
+of the ranks on the other host; an engine on the other host is killed through its nanny and replaced
+by a second Slurm job."""
 
 from __future__ import annotations
 
@@ -36,4 +37,13 @@ def test_cluster_across_two_hosts_names_the_culprit_on_the_other_host(hosts: Two
     for offsets in out["runs_clock_offsets_ns"]:
         assert offsets["2"] == 0 and offsets["3"] == 0
         assert all(abs(offsets[r]) < 50_000_000 for r in ("0", "1")), offsets
-    assert slurm2.jobs() == []
+    assert "through its nanny" in out["kill_note"], out["kill_note"]
+    assert any("replacement" in n for n in out["heal_notes"]), out["heal_notes"]
+    after = out["after_replacement"]
+    assert after["culprits"] == [0] and len(after["job_ids"]) == 2, after
+    assert sorted(after["hosts"]).count("nwb-a") + sorted(after["hosts"]).count("nwb-b") == 4
+    by_host: dict[str, list[int]] = {}
+    for host, lr in zip(after["hosts"], after["local_ranks"]):
+        by_host.setdefault(host, []).append(lr)
+    assert all(len(set(lrs)) == len(lrs) for lrs in by_host.values()), after  # one GPU index per rank of a host
+    assert slurm2.jobs() == [], "stop() must cancel both jobs"
