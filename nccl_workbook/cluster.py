@@ -289,7 +289,10 @@ class RankCluster:
         ends (or fails) first, or is still pending at ``start_timeout_s``, is an error that says
         why, and a pending job is cancelled."""
         if not isinstance(self.launch, SlurmEngines):
-            self._client.wait_for_engines(n, timeout=self.engine_timeout_s)
+            if self.launch.remote:
+                self._wait_for_launcher_process(n)
+            else:
+                self._client.wait_for_engines(n, timeout=self.engine_timeout_s)
             return
         spec = self.launch
         t0 = time.monotonic()
@@ -321,6 +324,40 @@ class RankCluster:
                     f"({len(self._client.ids)} did); it was cancelled. Its output: {self._job_output_tail()}"
                 )
             time.sleep(0.05)
+
+    def _wait_for_launcher_process(self, n: int) -> None:
+        """Wait until ``n`` engines are registered while the launcher's process (``mpiexec``) runs;
+        one that exits first is an error with its output, at once. ipyparallel learns of that exit
+        only when its event loop next runs, which it does not while this waits, so the process is
+        asked directly."""
+        deadline = time.monotonic() + self.engine_timeout_s
+        while len(self._client.ids) < n:
+            for es in self._ipp_cluster.engines.values():
+                proc = getattr(es, "_popen_process", None)
+                if proc is not None and proc.poll() is not None:
+                    # its exit code: ipyparallel's wait thread may have reaped it first (Popen then
+                    # says 0), and its own record arrives with the event loop; said only when known
+                    code = (getattr(es, "stop_data", None) or {}).get("exit_code")
+                    how = f" with code {code}" if code is not None else ""
+                    raise ClusterError(
+                        f"{self.launch.describe()} exited{how} before {n} engines registered "
+                        f"({len(self._client.ids)} did); its output: {self._launcher_output(es)}"
+                    )
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"{n} engines of {self.launch.describe()} did not register within {self.engine_timeout_s:g} s "
+                    f"({len(self._client.ids)} did); its output: {self._job_output_tail()}"
+                )
+            time.sleep(0.05)
+
+    @staticmethod
+    def _launcher_output(es: Any, n_chars: int = 800) -> str:
+        try:
+            text = es.get_output(remove=False) or ""  # cached once ipyparallel has read (and removed) the file
+        except Exception:  # noqa: BLE001
+            text = ""
+        text = " ".join(text.replace("-" * 20, " ").split())
+        return (text[:n_chars] + (" ..." if len(text) > n_chars else "")) or "(empty)"
 
     def _job_output_tail(self, n_chars: int = 800) -> str:
         for es in self._ipp_cluster.engines.values():

@@ -3,6 +3,8 @@ from OMPI_COMM_WORLD_LOCAL_RANK, nothing left after stop."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from nccl_workbook.cluster import ClusterError, RankCluster
@@ -30,3 +32,13 @@ def test_scenario_on_mpi_engines(mpi: None) -> None:
 def test_no_mpiexec() -> None:
     with pytest.raises(ClusterError, match="needs `mpiexec-nope` on PATH"):
         RankCluster(n_ranks=2, engines=MPIEngines(mpiexec="mpiexec-nope")).start()
+
+
+def test_mpiexec_that_refuses_to_start(mpi: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root without Open MPI's switch, mpiexec exits at once: its message, not a wait."""
+    monkeypatch.delenv("OMPI_ALLOW_RUN_AS_ROOT", raising=False)
+    monkeypatch.delenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", raising=False)
+    t0 = time.monotonic()
+    with pytest.raises(ClusterError, match=r"mpi\(mpiexec\) exited before 2 engines registered.*detected an attempt to run as root"):
+        RankCluster(n_ranks=2, engines=MPIEngines(allow_run_as_root=False)).start()
+    assert time.monotonic() - t0 < 20
