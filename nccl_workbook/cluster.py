@@ -11,8 +11,13 @@ hosts, and stops everything. Running a program on the ranks is :mod:`nccl_workbo
 Three ways to get one, each visible where it is called:
 
 - ``RankCluster(n_ranks=4).start()``: start a cluster of this process's own; ``stop()`` ends it.
+- ``RankCluster(n_ranks=8, engines=SlurmEngines(partition="gpu", nodes=2, gpus_per_node=4)).start()``:
+  the engines are one Slurm job (or ``MPIEngines(...)``: an ``mpiexec``) started through
+  ipyparallel's own launchers (:mod:`nccl_workbook.launchers`); ranks in (host, local rank) order,
+  the controller, rendezvous and hub on an address the other hosts reach; ``stop()`` (or the reaper,
+  if this process dies) cancels the job.
 - ``RankCluster.attach(profile="slurm")``: use an ipyparallel cluster you started yourself (e.g.
-  with its Slurm or MPI launchers); it is used, never stopped.
+  with ``ipcluster``); it is used, never stopped.
 - ``RankCluster.start_or_attach(n_ranks=4)``: use the cluster named by
   ``$NCCL_WORKBOOK_SHARED_CLUSTER`` if it is running (the test suite starts one and every notebook
   and dist test uses it; ``stop()`` then leaves it running), else start one of its own.
@@ -35,7 +40,9 @@ Usage::
         [r.status for r in run.reports]
 
 Limits: replacing dead engines and the reaper need a cluster this object started; an attached
-cluster is only used, never stopped. Killing a hung engine needs it to run on this host.
+cluster is only used, never stopped. A hung engine on another host is killed through its nanny
+(ipyparallel's per-engine watcher process). A dead Slurm engine is replaced by a new job of its own,
+which on a GPU partition waits for a free GPU (the first job holds its node's).
 """
 
 from __future__ import annotations
