@@ -18,9 +18,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.mpi)
 
 
-@pytest.fixture(scope="module")
-def mpi() -> None:
+@pytest.fixture
+def mpi(monkeypatch: pytest.MonkeyPatch) -> None:
     require(binaries=("mpiexec",), what="the MPI tests")
+    # one host: the controller stays on loopback (non-loopback addresses: tests/multihost)
+    monkeypatch.setenv("NCCL_WORKBOOK_HOST_ADDR", "127.0.0.1")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -28,8 +28,11 @@ def slurm(request: pytest.FixtureRequest) -> SlurmDaemons:
     daemons = SlurmDaemons([Node(socket.gethostname(), "127.0.0.1")])
     request.addfinalizer(daemons.stop)
     daemons.start()
-    saved = {k: os.environ.get(k) for k in daemons.env}
-    os.environ.update(daemons.env)  # sbatch/squeue of the cluster under test, and its reaper, see it
+    # sbatch/squeue of the cluster under test, and its reaper, see SLURM_CONF; one node, so the
+    # controller stays on loopback (non-loopback addresses are tested in tests/multihost)
+    env = {**daemons.env, "NCCL_WORKBOOK_HOST_ADDR": "127.0.0.1"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
 
     def restore() -> None:
         for k, v in saved.items():
