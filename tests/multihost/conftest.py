@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.multihost.hosts import TwoHosts
-from tests.slurm.daemons import Node, SlurmDaemons, leftover_daemons, require
+from tests.slurm.daemons import cluster_factory, Node, SlurmDaemons, leftover_daemons, require
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -48,3 +48,9 @@ def _nothing_left() -> Iterator[None]:
     namespaces = [ns for ns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
                   if ns.startswith("nwb-") and ns.endswith(f"-{os.getpid()}")]
     assert not left and not namespaces, f"left: {left} namespaces: {namespaces}"
+
+
+@pytest.fixture
+def make_cluster(request: pytest.FixtureRequest):  # noqa: ANN201
+    """RankCluster(**options), stopped by a finalizer (see tests.slurm.daemons.cluster_factory)."""
+    return cluster_factory(request)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.slurm.daemons import Node, SlurmDaemons, leftover_daemons, require
+from tests.slurm.daemons import Node, cluster_factory, SlurmDaemons, leftover_daemons, require
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -55,3 +55,9 @@ def _no_daemons_left() -> Iterator[None]:
     while (left := leftover_daemons(since)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left, f"left running: {left}"
+
+
+@pytest.fixture
+def make_cluster(request: pytest.FixtureRequest):  # noqa: ANN201
+    """RankCluster(**options), stopped by a finalizer (see tests.slurm.daemons.cluster_factory)."""
+    return cluster_factory(request)

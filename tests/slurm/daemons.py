@@ -6,7 +6,7 @@ socket included): nothing under /etc or /run is used or changed. A node may live
 namespace (``prefix``: the command that enters it, see ``tests/multihost``). :meth:`SlurmDaemons.stop`
 cancels every job, stops the daemons and waits for them; the fixtures register it as a finalizer.
 
-Also here: :func:`require` (skip a test whose prerequisites are missing, with the reason; under
+Also here: :func:`cluster_factory` (clusters a test starts, stopped by a finalizer), :func:`require` (skip a test whose prerequisites are missing, with the reason; under
 ``CI=true`` fail instead) and :func:`leftover_daemons` (the after-test check).
 """
 
@@ -45,6 +45,19 @@ def require(*, binaries: tuple[str, ...], what: str, root: bool = True) -> None:
         if ci:
             pytest.fail(f"CI must not skip this: {problem}", pytrace=False)
         pytest.skip(problem)
+
+
+def cluster_factory(request: pytest.FixtureRequest):  # noqa: ANN201 - returns the factory
+    """``make(**RankCluster options)`` -> a RankCluster (not started) whose stop() is a finalizer of
+    the requesting test, so no engine or job outlives it whatever the test does."""
+    from nccl_workbook.cluster import RankCluster
+
+    def make(**options: object) -> RankCluster:
+        cluster = RankCluster(**options)  # type: ignore[arg-type]
+        request.addfinalizer(cluster.stop)
+        return cluster
+
+    return make
 
 
 def leftover_daemons(since: float) -> list[str]:

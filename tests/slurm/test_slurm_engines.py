@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from nccl_workbook.cluster import ClusterError, RankCluster
+from nccl_workbook.cluster import ClusterError
 from nccl_workbook.launchers import SlurmEngines
 from nccl_workbook.runner import run_scenario
 from tests.slurm.daemons import SlurmDaemons
@@ -26,21 +26,19 @@ def test_batch_script_passes_options_through() -> None:
         assert line in script.splitlines(), (line, script)
 
 
-def test_scenario_on_slurm_engines(slurm: SlurmDaemons) -> None:
-    cluster = RankCluster(n_ranks=4, engines=SlurmEngines(partition="debug", time_limit="10", start_timeout_s=120))
-    try:
-        cluster.start()
-        [job] = cluster.job_ids
-        assert [line.split()[2] for line in slurm.jobs()] == ["RUNNING"]
-        placement = cluster.placement
-        # rank order is the launcher's local rank, whatever order the engines registered in
-        assert [(p.source, p.job_id, p.local_rank) for p in placement.values()] == [("slurm", job, r) for r in range(4)]
-        broken = run_scenario(cluster, "rank0-work-before-barrier", "broken")
-        assert broken.culprit_ranks == (0,), broken.diagnosis.message
-        fixed = run_scenario(cluster, "rank0-work-before-barrier", "shard-work")
-        assert fixed.ok, fixed.diagnosis.message
-    finally:
-        cluster.stop()
+def test_scenario_on_slurm_engines(slurm: SlurmDaemons, make_cluster) -> None:
+    cluster = make_cluster(n_ranks=4, engines=SlurmEngines(partition="debug", time_limit="10", start_timeout_s=120))
+    cluster.start()
+    [job] = cluster.job_ids
+    assert [line.split()[2] for line in slurm.jobs()] == ["RUNNING"]
+    placement = cluster.placement
+    # rank order is the launcher's local rank, whatever order the engines registered in
+    assert [(p.source, p.job_id, p.local_rank) for p in placement.values()] == [("slurm", job, r) for r in range(4)]
+    broken = run_scenario(cluster, "rank0-work-before-barrier", "broken")
+    assert broken.culprit_ranks == (0,), broken.diagnosis.message
+    fixed = run_scenario(cluster, "rank0-work-before-barrier", "shard-work")
+    assert fixed.ok, fixed.diagnosis.message
+    cluster.stop()
     assert slurm.jobs() == [], "stop() must cancel the job it submitted"
 
 
@@ -69,32 +67,32 @@ def test_owner_killed_leaves_no_job(slurm: SlurmDaemons, tmp_path) -> None:
             owner.wait()
 
 
-def test_no_sbatch(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+def test_no_sbatch(monkeypatch: pytest.MonkeyPatch, tmp_path, make_cluster) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     t0 = time.monotonic()
     with pytest.raises(ClusterError, match="sbatch.*not there.*login node"):
-        RankCluster(n_ranks=2, engines=SlurmEngines()).start()
+        make_cluster(n_ranks=2, engines=SlurmEngines()).start()
     assert time.monotonic() - t0 < 5
 
 
-def test_unknown_partition(slurm: SlurmDaemons) -> None:
+def test_unknown_partition(slurm: SlurmDaemons, make_cluster) -> None:
     with pytest.raises(ClusterError, match=r"partition 'nope' does not exist; known: debug"):
-        RankCluster(n_ranks=2, engines=SlurmEngines(partition="nope")).start()
+        make_cluster(n_ranks=2, engines=SlurmEngines(partition="nope")).start()
     assert slurm.jobs() == []
 
 
-def test_allocation_that_never_starts(slurm: SlurmDaemons) -> None:
+def test_allocation_that_never_starts(slurm: SlurmDaemons, make_cluster) -> None:
     """A job held until later stays pending: an error naming the reason once start_timeout_s is
     over, and the job is cancelled."""
     t0 = time.monotonic()
     with pytest.raises(ClusterError, match=r"did not start within start_timeout_s=3 s \(pending, reason: BeginTime\)"):
-        RankCluster(n_ranks=2, engines=SlurmEngines(extra_sbatch=("--begin=now+1hour",), start_timeout_s=3)).start()
+        make_cluster(n_ranks=2, engines=SlurmEngines(extra_sbatch=("--begin=now+1hour",), start_timeout_s=3)).start()
     assert time.monotonic() - t0 < 20
     assert slurm.jobs() == []
 
 
-def test_more_than_the_node_has(slurm: SlurmDaemons) -> None:
+def test_more_than_the_node_has(slurm: SlurmDaemons, make_cluster) -> None:
     """sbatch refuses what no node could ever give: its message, not a wait."""
     with pytest.raises(ClusterError, match="sbatch.*failed"):
-        RankCluster(n_ranks=2, engines=SlurmEngines(extra_sbatch=("--mem=999999",))).start()
+        make_cluster(n_ranks=2, engines=SlurmEngines(extra_sbatch=("--mem=999999",))).start()
     assert slurm.jobs() == []
