@@ -1,5 +1,5 @@
-"""RankCluster on engines that a real Slurm started: a scenario diagnosed right, the job cancelled on
-stop and when the owning process dies, and bad input as a ClusterError within seconds."""
+"""RankCluster on engines that a real Slurm started: a scenario diagnosed right (also by a second
+process attached to the cluster), the job cancelled on stop and when the owning process dies, and bad input as a ClusterError within seconds."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from nccl_workbook.cluster import ClusterError
+from nccl_workbook.cluster import ClusterError, RankCluster
 from nccl_workbook.launchers import SlurmEngines
 from nccl_workbook.runner import run_scenario
 from tests.slurm.daemons import SlurmDaemons
@@ -38,6 +38,16 @@ def test_scenario_on_slurm_engines(slurm: SlurmDaemons, make_cluster) -> None:
     assert broken.culprit_ranks == (0,), broken.diagnosis.message
     fixed = run_scenario(cluster, "rank0-work-before-barrier", "shard-work")
     assert fixed.ok, fixed.diagnosis.message
+    # another kernel attaches to it (ipyparallel rebuilds the Slurm engine set from the cluster
+    # file): same ranks, same diagnosis; its stop() leaves the job to its owner
+    profile_dir, cluster_id = cluster.share_spec.split("::")
+    other = RankCluster.attach(profile_dir=profile_dir, cluster_id=cluster_id)
+    try:
+        assert other.engine_ids == cluster.engine_ids
+        assert run_scenario(other, "rank0-work-before-barrier", "broken").culprit_ranks == (0,)
+    finally:
+        other.stop()
+    assert [line.split()[2] for line in slurm.jobs()] == ["RUNNING"]
     cluster.stop()
     assert slurm.jobs() == [], "stop() must cancel the job it submitted"
 
