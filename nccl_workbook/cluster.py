@@ -50,7 +50,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -721,10 +720,8 @@ class RankCluster:
     def clock_offsets_ns(self, world_size: int | None = None) -> dict[int, int]:
         """rank -> estimated lead of that engine's clock over this process's (ns), from one
         round trip each (midpoint method). Zero for engines on this host."""
-        import socket
-
         ids = self.engine_ids[: world_size or self.n_ranks]
-        me = socket.gethostname()
+        me = this_host()
         offsets: dict[int, int] = {}
         for rank, eid in enumerate(ids):
             info = self._info.get(eid)

@@ -32,7 +32,6 @@ local rank; a site that binds one GPU per task would need ``local_rank`` 0 on ea
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import shutil
 import socket
@@ -343,7 +342,3 @@ class MPIEngines(EngineLaunch):
             args.insert(0, "--allow-run-as-root")
         return {"mpi_cmd": [self.mpiexec], "mpi_args": args}
 
-
-def describe_options(options: dict[str, Any]) -> str:
-    """One line for logs: the options given to an engine set."""
-    return json.dumps({k: v for k, v in options.items() if k != "batch_template"})
