@@ -280,10 +280,16 @@ class RankCluster:
         try:
             set_id = self._ipp_cluster.start_engines_sync(n=n, environment=self._env(), **self._engine_set_options)
         except sp.CalledProcessError as e:
-            out = (e.output or b"").decode(errors="replace") if isinstance(e.output, bytes) else str(e.output or "")
+            # ipyparallel captures only the submit command's stdout; its reason is on stderr.
+            # `sbatch --test-only` on the same script says it again, without submitting anything.
+            why = (e.output or b"").decode(errors="replace") if isinstance(e.output, bytes) else str(e.output or "")
+            script = e.cmd[-1] if isinstance(self.launch, SlurmEngines) and e.cmd else None
+            if script and os.path.exists(str(script)):
+                test = sp.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=30)
+                why = (test.stderr or test.stdout or why).strip()
             raise ClusterError(
                 f"{self.launch.describe()}: `{' '.join(map(str, e.cmd))}` failed with exit code {e.returncode}"
-                f"{': ' + out.strip()[:500] if out.strip() else ''} (its error is on this process's stderr)"
+                f"{': ' + ' '.join(why.split())[:500] if why.strip() else ''}"
             ) from e
         job_id = getattr(self._ipp_cluster.engines.get(set_id), "job_id", "")
         if job_id:

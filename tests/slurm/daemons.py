@@ -88,6 +88,8 @@ class Node:
     name: str
     addr: str
     cpus: int = 8
+    #: GPUs Slurm schedules on this node (empty files stand for their devices: CPU ranks)
+    gpus: int = 4
     #: argv that runs a command on this node (e.g. inside its network namespace); [] for this host
     prefix: list[str] = field(default_factory=list)
 
@@ -116,7 +118,8 @@ class SlurmDaemons:
         t0 = time.monotonic()
         self._start_munge()
         nodes = "\n".join(
-            f"NodeName={n.name} NodeAddr={n.addr} NodeHostname={n.name} CPUs={n.cpus} RealMemory=1000 State=UNKNOWN"
+            f"NodeName={n.name} NodeAddr={n.addr} NodeHostname={n.name} CPUs={n.cpus} RealMemory=1000 "
+            f"Gres=gpu:{n.gpus} State=UNKNOWN"
             for n in self.nodes
         )
         text = (HERE / "slurm.conf.in").read_text()
@@ -125,6 +128,12 @@ class SlurmDaemons:
                            "STATE": self.state, "NODES": nodes}.items():
             text = text.replace(f"@{key}@", str(value))
         self.conf.write_text(text)
+        gres = []
+        for n in self.nodes:
+            for i in range(n.gpus):
+                (self.state / f"fake-gpu-{n.name}-{i}").touch()
+            gres.append(f"NodeName={n.name} Name=gpu File={self.state}/fake-gpu-{n.name}-[0-{n.gpus - 1}]\n")
+        (self.state / "gres.conf").write_text("AutoDetect=off\n" + "".join(gres))
         (self.state / "ctld").mkdir()
         env = {**os.environ, **self.env}
         self._spawn(self.ctld_prefix + ["slurmctld", "-D", "-i", "-f", str(self.conf)], "slurmctld.out", env)

@@ -27,10 +27,13 @@ def test_batch_script_passes_options_through() -> None:
 
 
 def test_scenario_on_slurm_engines(slurm: SlurmDaemons, make_cluster) -> None:
-    cluster = make_cluster(n_ranks=4, engines=SlurmEngines(partition="debug", time_limit="10", start_timeout_s=120))
+    engines = SlurmEngines(partition="debug", time_limit="10", gpus_per_node=4, start_timeout_s=120)
+    cluster = make_cluster(n_ranks=4, engines=engines)
     cluster.start()
     [job] = cluster.job_ids
     assert [line.split()[2] for line in slurm.jobs()] == ["RUNNING"]
+    shown = slurm.run("scontrol", "show", "job", job).stdout
+    assert "TimeLimit=00:10:00" in shown and "Partition=debug" in shown and "gres:gpu:4" in shown, shown
     placement = cluster.placement
     # rank order is the launcher's local rank, whatever order the engines registered in
     assert [(p.source, p.job_id, p.local_rank) for p in placement.values()] == [("slurm", job, r) for r in range(4)]
@@ -102,7 +105,7 @@ def test_allocation_that_never_starts(slurm: SlurmDaemons, make_cluster) -> None
 
 
 def test_more_than_the_node_has(slurm: SlurmDaemons, make_cluster) -> None:
-    """sbatch refuses what no node could ever give: its message, not a wait."""
-    with pytest.raises(ClusterError, match="sbatch.*failed"):
-        make_cluster(n_ranks=2, engines=SlurmEngines(extra_sbatch=("--mem=999999",))).start()
+    """sbatch refuses what no node could ever give (8 GPUs on a 4-GPU node): its message, not a wait."""
+    with pytest.raises(ClusterError, match="sbatch.*failed.*Requested node configuration is not available"):
+        make_cluster(n_ranks=2, engines=SlurmEngines(gpus_per_node=8)).start()
     assert slurm.jobs() == []
