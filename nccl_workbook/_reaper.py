@@ -7,9 +7,10 @@ stop cell would leave 4 engines (~300 MiB each) and a controller running. ipypar
 process, also in its own session, which polls the owner's pid and, once it is gone, kills every
 process whose environment carries the cluster's ``IPP_CLUSTER_ID`` and ``IPP_PROFILE_DIR`` (the
 controller, its schedulers, the engines, their nannies, replacement engines alike), then exits.
-A normal ``RankCluster.stop()`` terminates the reaper itself.
+A normal ``RankCluster.stop()`` terminates the reaper itself. For engines started as a Slurm job
+(which may run on other hosts) it first runs ``scancel --name JOB_NAME``.
 
-Usage: ``python -m nccl_workbook._reaper OWNER_PID OWNER_CREATE_TIME CLUSTER_ID PROFILE_DIR``
+Usage: ``python -m nccl_workbook._reaper OWNER_PID OWNER_CREATE_TIME CLUSTER_ID PROFILE_DIR [scancel-name=JOB_NAME]``
 """
 
 from __future__ import annotations
@@ -54,6 +55,21 @@ def kill_cluster_processes(cluster_id: str, profile_dir: str, *, timeout_s: floa
     return len(procs)
 
 
+def cancel_slurm_jobs(job_name: str) -> None:
+    """``scancel`` this user's jobs of that name (the name holds the cluster id: nobody else's)."""
+    import getpass
+    import shutil
+    import subprocess
+
+    if shutil.which("scancel") is None:
+        return
+    try:
+        subprocess.run(["scancel", "--name", job_name, "--user", getpass.getuser()],
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
 def _owner_alive(pid: int, create_time: float) -> bool:
     try:
         p = psutil.Process(pid)
@@ -65,13 +81,16 @@ def _owner_alive(pid: int, create_time: float) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 4:
+    if len(args) not in (4, 5) or (len(args) == 5 and not args[4].startswith("scancel-name=")):
         print(__doc__, file=sys.stderr)
         return 2
     owner, create_time, cluster_id, profile_dir = int(args[0]), float(args[1]), args[2], args[3]
+    job_name = args[4].split("=", 1)[1] if len(args) == 5 else None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while _owner_alive(owner, create_time):
         time.sleep(POLL_S)
+    if job_name:
+        cancel_slurm_jobs(job_name)
     kill_cluster_processes(cluster_id, profile_dir)
     remove_cluster_files(cluster_id, profile_dir)
     return 0

@@ -11,8 +11,13 @@ hosts, and stops everything. Running a program on the ranks is :mod:`nccl_workbo
 Three ways to get one, each visible where it is called:
 
 - ``RankCluster(n_ranks=4).start()``: start a cluster of this process's own; ``stop()`` ends it.
+- ``RankCluster(n_ranks=8, engines=SlurmEngines(partition="gpu", nodes=2, gpus_per_node=4)).start()``:
+  the engines are one Slurm job (or ``MPIEngines(...)``: an ``mpiexec``) started through
+  ipyparallel's own launchers (:mod:`nccl_workbook.launchers`); ranks in (host, local rank) order,
+  the controller, rendezvous and hub on an address the other hosts reach; ``stop()`` (or the reaper,
+  if this process dies) cancels the job.
 - ``RankCluster.attach(profile="slurm")``: use an ipyparallel cluster you started yourself (e.g.
-  with its Slurm or MPI launchers); it is used, never stopped.
+  with ``ipcluster``); it is used, never stopped.
 - ``RankCluster.start_or_attach(n_ranks=4)``: use the cluster named by
   ``$NCCL_WORKBOOK_SHARED_CLUSTER`` if it is running (the test suite starts one and every notebook
   and dist test uses it; ``stop()`` then leaves it running), else start one of its own.
@@ -35,7 +40,9 @@ Usage::
         [r.status for r in run.reports]
 
 Limits: replacing dead engines and the reaper need a cluster this object started; an attached
-cluster is only used, never stopped. Killing a hung engine needs it to run on this host.
+cluster is only used, never stopped. A hung engine on another host is killed through its nanny
+(ipyparallel's per-engine watcher process). A dead Slurm engine is replaced by a new job of its own,
+which on a GPU partition waits for a free GPU (the first job holds its node's).
 """
 
 from __future__ import annotations
@@ -43,7 +50,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -53,6 +59,10 @@ from typing import Any
 
 from nccl_workbook._state import package_pythonpath, state_dir, this_host
 from nccl_workbook.cluster_run import ClusterRun, run_program
+from nccl_workbook.launchers import (
+    ClusterError, EngineLaunch, LocalEngines, Placement, SlurmEngines, engine_placement, host_address,
+    slurm_job_name,
+)
 from nccl_workbook.observer import ProgressHub
 from nccl_workbook.rank import EngineInfo, engine_clock, engine_setup
 
@@ -67,10 +77,6 @@ FORK_ENV = "NCCL_WORKBOOK_FORK_ENGINES"
 HEARTBEAT_MS = 500
 
 log = logging.getLogger(__name__)
-
-
-class ClusterError(RuntimeError):
-    """The cluster could not be started, reached, or repaired."""
 
 
 class _EngineOutputFilter(logging.Filter):
@@ -107,6 +113,8 @@ class RankCluster:
         engine_timeout_s: float = 90.0,
         engine_env: dict[str, str] | None = None,
         fork_engines: bool | None = None,
+        engines: EngineLaunch | None = None,
+        host_address: str | None = None,
     ) -> None:
         if n_ranks < 1:
             raise ValueError(f"n_ranks must be >= 1, got {n_ranks}")
@@ -118,7 +126,16 @@ class RankCluster:
         self._engine_env = dict(engine_env or {})
         if fork_engines is None:
             fork_engines = sys.platform.startswith("linux") and os.environ.get(FORK_ENV, "1") != "0"
+        #: where the engines come from (:mod:`nccl_workbook.launchers`): this host, Slurm, mpiexec
+        self.launch = engines if engines is not None else LocalEngines()
+        if self.launch.remote:
+            fork_engines = False  # the fork server runs on this host only
         self.fork_engines = fork_engines
+        self._host_address = host_address
+        self._placement: dict[int, Placement] = {}
+        #: Slurm jobs this object submitted (cancelled by stop(), and by the reaper)
+        self.job_ids: list[str] = []
+        self._engine_set_options: dict[str, Any] = {}
         self._zygote: subprocess.Popen[bytes] | None = None
         self._ipp_cluster: Any = None  # ipyparallel.Cluster when we own or know it
         self._client: Any = None
@@ -198,7 +215,12 @@ class RankCluster:
         profile_dir.mkdir(parents=True, exist_ok=True)
         cluster_id = f"nwb-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         extra: dict[str, Any] = {}
-        if self.fork_engines:
+        self.launch.check(self.n_ranks)
+        if self.launch.remote:
+            extra["engine_launcher_class"] = self.launch.launcher_class()
+            # engines on other hosts must reach the controller
+            extra["controller_ip"] = self.host_address(local=False)
+        elif self.fork_engines:
             from nccl_workbook._launcher import ForkEngineSetLauncher
 
             extra["engine_launcher_class"] = ForkEngineSetLauncher
@@ -226,6 +248,7 @@ class RankCluster:
         )
         self._ipp_cluster.log.addFilter(self._output_filter)
         self._owned = True
+        self._engine_set_options = self.launch.engine_set_options(cluster_id, str(profile_dir))
         self._start_reaper(cluster_id, str(profile_dir))
         try:
             phases: dict[str, float] = {}
@@ -234,19 +257,128 @@ class RankCluster:
                 self._start_zygote(cluster_id, str(profile_dir))
             self._ipp_cluster.start_controller_sync(environment=self._env())
             phases["controller"], t = time.perf_counter() - t, time.perf_counter()
-            self._ipp_cluster.start_engines_sync(n=self.n_ranks, environment=self._env())
             self._client = self._ipp_cluster.connect_client_sync()
-            self._client.wait_for_engines(self.n_ranks, timeout=self.engine_timeout_s)
+            self._start_engine_set(self.n_ranks)
+            self._wait_for_engines(self.n_ranks)
             phases["engines registered"], t = time.perf_counter() - t, time.perf_counter()
             self._setup_engines(sorted(self._client.ids))
             phases["engine setup"] = time.perf_counter() - t
             self.start_phases = phases
         except BaseException as e:
             self.stop()
-            raise ClusterError(f"could not start a {self.n_ranks}-engine cluster: {e}") from e
+            if isinstance(e, ClusterError):
+                raise
+            raise ClusterError(f"could not start a {self.n_ranks}-engine cluster ({self.launch.describe()}): {e}") from e
         self.start_s = time.perf_counter() - t0
         log.info("cluster of %d engines ready in %.1f s", self.n_ranks, self.start_s)
         return self
+
+    def _start_engine_set(self, n: int) -> None:
+        """Start ``n`` engines with the cluster's launcher; remember the Slurm job it submitted."""
+        import subprocess as sp
+
+        try:
+            set_id = self._ipp_cluster.start_engines_sync(n=n, environment=self._env(), **self._engine_set_options)
+        except sp.CalledProcessError as e:
+            # ipyparallel captures only the submit command's stdout; its reason is on stderr.
+            # `sbatch --test-only` on the same script says it again, without submitting anything.
+            why = (e.output or b"").decode(errors="replace") if isinstance(e.output, bytes) else str(e.output or "")
+            script = e.cmd[-1] if isinstance(self.launch, SlurmEngines) and e.cmd else None
+            if script and os.path.exists(str(script)):
+                test = sp.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=30)
+                why = (test.stderr or test.stdout or why).strip()
+            raise ClusterError(
+                f"{self.launch.describe()}: `{' '.join(map(str, e.cmd))}` failed with exit code {e.returncode}"
+                f"{': ' + ' '.join(why.split())[:500] if why.strip() else ''}"
+            ) from e
+        job_id = getattr(self._ipp_cluster.engines.get(set_id), "job_id", "")
+        if job_id:
+            self.job_ids.append(job_id)
+            log.info("submitted Slurm job %s for %d engine(s)", job_id, n)
+
+    def _wait_for_engines(self, n: int) -> None:
+        """Wait until ``n`` engines are registered. For a Slurm job, watch the job too: one that
+        ends (or fails) first, or is still pending at ``start_timeout_s``, is an error that says
+        why, and a pending job is cancelled."""
+        if not isinstance(self.launch, SlurmEngines):
+            if self.launch.remote:
+                self._wait_for_launcher_process(n)
+            else:
+                self._client.wait_for_engines(n, timeout=self.engine_timeout_s)
+            return
+        spec = self.launch
+        t0 = time.monotonic()
+        job = self.job_ids[-1]
+        state: tuple[str, str] | None = ("PENDING", "")
+        last_check = 0.0
+        while len(self._client.ids) < n:
+            now = time.monotonic()
+            if now - last_check > 1.0:
+                last_check = now
+                state = spec.job_state(job)
+                if state is None or state[0] in {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+                                                  "BOOT_FAIL", "DEADLINE", "PREEMPTED", "COMPLETED"}:
+                    what = "left the queue" if state is None else f"is {state[0]}"
+                    raise ClusterError(
+                        f"Slurm job {job} {what} before {n} engines registered ({len(self._client.ids)} did); "
+                        f"its output: {self._job_output_tail()}"
+                    )
+            if now - t0 > spec.start_timeout_s:
+                SlurmEngines.cancel([job])
+                if state is not None and state[0] == "PENDING":
+                    raise ClusterError(
+                        f"Slurm job {job} did not start within start_timeout_s={spec.start_timeout_s:g} s "
+                        f"(pending, reason: {state[1] or '?'}); it was cancelled. Ask for fewer resources, "
+                        f"another partition, or a longer start_timeout_s"
+                    )
+                raise ClusterError(
+                    f"{n} engines of Slurm job {job} did not register within {spec.start_timeout_s:g} s "
+                    f"({len(self._client.ids)} did); it was cancelled. Its output: {self._job_output_tail()}"
+                )
+            time.sleep(0.05)
+
+    def _wait_for_launcher_process(self, n: int) -> None:
+        """Wait until ``n`` engines are registered while the launcher's process (``mpiexec``) runs;
+        one that exits first is an error with its output, at once. ipyparallel learns of that exit
+        only when its event loop next runs, which it does not while this waits, so the process is
+        asked directly."""
+        deadline = time.monotonic() + self.engine_timeout_s
+        while len(self._client.ids) < n:
+            for es in self._ipp_cluster.engines.values():
+                proc = getattr(es, "_popen_process", None)
+                if proc is not None and proc.poll() is not None:
+                    # its exit code: ipyparallel's wait thread may have reaped it first (Popen then
+                    # says 0), and its own record arrives with the event loop; said only when known
+                    code = (getattr(es, "stop_data", None) or {}).get("exit_code")
+                    how = f" with code {code}" if code is not None else ""
+                    raise ClusterError(
+                        f"{self.launch.describe()} exited{how} before {n} engines registered "
+                        f"({len(self._client.ids)} did); its output: {self._launcher_output(es)}"
+                    )
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"{n} engines of {self.launch.describe()} did not register within {self.engine_timeout_s:g} s "
+                    f"({len(self._client.ids)} did); its output: {self._job_output_tail()}"
+                )
+            time.sleep(0.05)
+
+    @staticmethod
+    def _launcher_output(es: Any, n_chars: int = 800) -> str:
+        try:
+            text = es.get_output(remove=False) or ""  # cached once ipyparallel has read (and removed) the file
+        except Exception:  # noqa: BLE001
+            text = ""
+        text = " ".join(text.replace("-" * 20, " ").split())
+        return (text[:n_chars] + (" ..." if len(text) > n_chars else "")) or "(empty)"
+
+    def _job_output_tail(self, n_chars: int = 800) -> str:
+        for es in self._ipp_cluster.engines.values():
+            path = getattr(es, "output_file", "")
+            if path and os.path.exists(path):
+                with open(path, errors="replace") as f:
+                    text = f.read()
+                return text[-n_chars:].strip() or "(empty)"
+        return "(no output file)"
 
     def _attach_shared(self, spec: str) -> bool:
         import ipyparallel as ipp
@@ -298,8 +430,11 @@ class RankCluster:
         import psutil
 
         me = psutil.Process()
+        # a Slurm job's engines run on other hosts: the reaper cancels the job by its name
+        extra = [f"scancel-name={slurm_job_name(cluster_id)}"] if isinstance(self.launch, SlurmEngines) else []
         self._reaper = subprocess.Popen(
-            [sys.executable, "-m", "nccl_workbook._reaper", str(me.pid), repr(me.create_time()), cluster_id, profile_dir],
+            [sys.executable, "-m", "nccl_workbook._reaper", str(me.pid), repr(me.create_time()), cluster_id, profile_dir,
+             *extra],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -342,6 +477,8 @@ class RankCluster:
             raise ClusterError(f"engines {missing} did not finish importing torch in {self.engine_timeout_s:.0f} s")
         for eid, info in zip(missing, ar.get()):
             self._info[eid] = info
+        for eid, place in zip(missing, self._client[missing].apply_sync(engine_placement)):
+            self._placement[eid] = place
 
     # -- teardown ------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -357,6 +494,16 @@ class RankCluster:
             from nccl_workbook._reaper import kill_cluster_processes, remove_cluster_files
 
             cluster = self._ipp_cluster
+            if self.job_ids:  # cancel the Slurm job first: its engines may run on other hosts
+                try:
+                    SlurmEngines.cancel(self.job_ids)
+                except ClusterError as e:
+                    log.warning("could not cancel Slurm job(s) %s: %s", self.job_ids, e)
+                self.job_ids = []
+            if self.launch.remote:
+                # cancelled above (Slurm) or killed below (mpiexec); ipyparallel's own stop would run
+                # `scancel ''` for a set whose sbatch failed, now or at exit
+                cluster.engines.clear()
             # silence ipyparallel's dump of the killed processes' logs into the notebook (it logs
             # them as warnings from its wait threads as soon as the processes exit)
             cluster.log.setLevel(logging.CRITICAL)
@@ -382,6 +529,7 @@ class RankCluster:
                 self._reaper.kill()
             self._reaper = None
         self._info.clear()
+        self._placement.clear()
 
     def __enter__(self) -> RankCluster:
         return self.start()
@@ -403,7 +551,9 @@ class RankCluster:
             state = f"running, engines={self.engine_ids}"
         cid = getattr(self._ipp_cluster, "cluster_id", None)
         owner = "owned" if self._owned else "shared" if self._shared else "attached"
-        return f"<RankCluster(n_ranks={self.n_ranks}, backend={self.backend!r}, {owner}, cluster_id={cid!r}, {state})>"
+        engines = "" if isinstance(self.launch, LocalEngines) else f", engines={self.launch.describe()}"
+        return (f"<RankCluster(n_ranks={self.n_ranks}, backend={self.backend!r}, {owner}{engines}, "
+                f"cluster_id={cid!r}, {state})>")
 
     # -- introspection -------------------------------------------------------------------------
     @property
@@ -412,9 +562,43 @@ class RankCluster:
 
     @property
     def engine_ids(self) -> list[int]:
-        """Engine ids in rank order (rank i runs on ``engine_ids[i]``)."""
+        """Engine ids in rank order (rank i runs on ``engine_ids[i]``): by host, then the local
+        rank the launcher (Slurm, mpiexec) gave the engine, then engine id, so the order does not
+        depend on which engine registered first. Local engines: engine id order."""
         self._require_running()
-        return sorted(self._client.ids)
+
+        def key(eid: int) -> tuple[int, str, int, int]:
+            p = self._placement.get(eid)
+            if p is None:
+                return (1, "", 0, eid)  # not set up yet: after the others
+            return (0, p.host, p.local_rank if p.local_rank is not None else eid, eid)
+
+        return sorted(self._client.ids, key=key)
+
+    @property
+    def placement(self) -> dict[int, Placement]:
+        """rank -> where its engine runs and the local rank its launcher gave it."""
+        return {rank: self._placement[eid] for rank, eid in enumerate(self.engine_ids) if eid in self._placement}
+
+    def local_ranks(self, ids: list[int]) -> list[int]:
+        """Each engine's local rank (its GPU index): the launcher's, else its position among the
+        given engines on its host."""
+        hosts = [self._info[eid].host if eid in self._info else "?" for eid in ids]
+        position = [hosts[:i].count(hosts[i]) for i in range(len(ids))]
+        given = [p.local_rank if (p := self._placement.get(eid)) is not None else None for eid in ids]
+        if any(g is None for g in given):
+            return position
+        # a replacement engine comes from a job of its own and has local rank 0 there: where two
+        # engines of a host would share one, fall back to positions (distinct, in rank order)
+        per_host = [(h, g) for h, g in zip(hosts, given)]
+        return position if len(set(per_host)) < len(per_host) else [int(g) for g in given]  # type: ignore[arg-type]
+
+    def host_address(self, local: bool) -> str:
+        """The address the controller, rendezvous and hub use: loopback when every rank runs on
+        this host, else ``host_address`` given to the constructor or :func:`~nccl_workbook.launchers.host_address`."""
+        if local:
+            return "127.0.0.1"
+        return self._host_address or host_address()
 
     @property
     def engine_info(self) -> dict[int, EngineInfo]:
@@ -488,7 +672,10 @@ class RankCluster:
                 )
             t0 = time.perf_counter()
             before = set(self._client.ids)
-            self._ipp_cluster.start_engines_sync(n=missing, environment=self._env())
+            if self._owned:
+                self._start_engine_set(missing)
+            else:  # a shared cluster: its engine sets are the local kind
+                self._ipp_cluster.start_engines_sync(n=missing, environment=self._env())
             self._wait_for_registered(self.engine_timeout_s)
             self._setup_engines(sorted(set(self._client.ids) - before))
             notes.append(f"started {missing} replacement engine(s) in {time.perf_counter() - t0:.1f} s")
@@ -515,6 +702,16 @@ class RankCluster:
         info = self._info.get(eid)
         if info is None:
             return f"{why}; its pid is unknown, so it was left alone"
+        if info.host != this_host():
+            # not a pid of this host: ask the engine's nanny (on its host) to SIGKILL it
+            try:
+                self._client.send_signal(int(signal.SIGKILL), targets=[eid], block=False)
+            except Exception as e:  # noqa: BLE001
+                return f"{why}; could not signal it on {info.host}: {e}"
+            deadline = time.monotonic() + wait_s
+            while eid in self._client.ids and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return f"{why}; killed it on {info.host} (pid {info.pid}) through its nanny"
         try:
             os.kill(info.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -529,10 +726,8 @@ class RankCluster:
     def clock_offsets_ns(self, world_size: int | None = None) -> dict[int, int]:
         """rank -> estimated lead of that engine's clock over this process's (ns), from one
         round trip each (midpoint method). Zero for engines on this host."""
-        import socket
-
         ids = self.engine_ids[: world_size or self.n_ranks]
-        me = socket.gethostname()
+        me = this_host()
         offsets: dict[int, int] = {}
         for rank, eid in enumerate(ids):
             info = self._info.get(eid)
@@ -559,7 +754,11 @@ class RankCluster:
         """The hub the ranks publish their progress to (one per cluster, reused by every run), bound
         to loopback for local ranks, else to this host's address; None if it cannot start (then
         runs go on without live detection)."""
-        host = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())
+        try:
+            host = self.host_address(local)
+        except ClusterError as e:
+            log.warning("live hang detection is off: %s", e)
+            return None
         if self._hub is None or self._hub.host != host:
             try:
                 self._hub = ProgressHub(host)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from nccl_workbook._state import state_dir, this_host
 from nccl_workbook.observer import HangReport, RunObserver
-from nccl_workbook.rank import EngineInfo, RankSpec, pick_rendezvous, run_rank
+from nccl_workbook.launchers import rendezvous_toward
+from nccl_workbook.rank import EngineInfo, RankSpec, run_rank
 from nccl_workbook.results import RankReport
 from nccl_workbook.status import RankStatus
 
@@ -94,8 +95,10 @@ def run_program(
     hosts = [info[eid].host for eid in ids]
     local = len(set(hosts)) == 1 and hosts[0] == this_host()
     view = cluster.view
-    addr, port = view(ids[0]).apply_sync(pick_rendezvous, local)
-    local_ranks = [hosts[:r].count(hosts[r]) for r in range(ws)]
+    # rank 0 binds on its interface toward the address the client's controller/hub use (loopback
+    # for a local cluster), which the other hosts reach as they reach the client
+    addr, port = view(ids[0]).apply_sync(rendezvous_toward, cluster.host_address(local))
+    local_ranks = cluster.local_ranks(ids)  # the launcher's (SLURM_LOCALID, ...) where it gave one
     backend = cluster.backend
     observer = RunObserver(
         ws,

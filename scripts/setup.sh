@@ -31,6 +31,22 @@ if [ "${WITH_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
   command -v chromium >/dev/null || { echo "setup: chromium could not be installed" >&2; exit 1; }
 fi
+# The Slurm, MPI and two-host tests (tests/slurm, tests/mpi, tests/multihost) start Debian's Slurm,
+# munge and Open MPI as root and make network namespaces; WITH_SLURM=1 installs them (apt-get, as root
+# or with sudo). .ci/run sets it; without them those tests are skipped locally, with the reason.
+if [ "${WITH_SLURM:-0}" = 1 ]; then
+  need=""
+  for tool in sbatch slurmctld slurmd munged mpiexec ip nsenter unshare; do command -v "$tool" >/dev/null 2>&1 || need=1; done
+  if [ -n "$need" ]; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    echo "setup: installing Debian's slurm-wlm, munge, openmpi-bin and iproute2 for the Slurm/MPI/two-host tests"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq slurm-wlm munge openmpi-bin iproute2 util-linux >/dev/null
+    for tool in sbatch slurmctld slurmd munged mpiexec ip nsenter unshare; do
+      command -v "$tool" >/dev/null || { echo "setup: $tool could not be installed" >&2; exit 1; }
+    done
+  fi
+fi
 "$PY" -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
 if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "setup: installing torch==$TORCH_VERSION"
