@@ -236,7 +236,9 @@ class RankCluster:
             phases["controller"], t = time.perf_counter() - t, time.perf_counter()
             self._ipp_cluster.start_engines_sync(n=self.n_ranks, environment=self._env())
             self._client = self._ipp_cluster.connect_client_sync()
-            self._client.wait_for_engines(self.n_ranks, timeout=self.engine_timeout_s)
+            # interactive=False: in a kernel, ipyparallel would draw a tqdm bar (`0/4 engine/s`) that
+            # stays in the notebook's stored output long after the engines registered
+            self._client.wait_for_engines(self.n_ranks, timeout=self.engine_timeout_s, interactive=False)
             phases["engines registered"], t = time.perf_counter() - t, time.perf_counter()
             self._setup_engines(sorted(self._client.ids))
             phases["engine setup"] = time.perf_counter() - t
@@ -256,7 +258,7 @@ class RankCluster:
             profile_dir, cluster_id = spec.split("::", 1)
             cluster = ipp.Cluster.from_file(profile_dir=profile_dir, cluster_id=cluster_id)
             client = cluster.connect_client_sync()
-            client.wait_for_engines(self.n_ranks, timeout=15)
+            client.wait_for_engines(self.n_ranks, timeout=15, interactive=False)
         except Exception as e:  # noqa: BLE001 - fall back to a cluster of our own
             log.warning("could not attach to the shared cluster %s (%s); starting a new one", spec, e)
             return False
