@@ -26,7 +26,7 @@ import pandas as pd
 from matplotlib.figure import Figure as _MplFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
 
 class Figure(_MplFigure):
@@ -388,6 +388,9 @@ def step_time_vs_length(df: pd.DataFrame, *, order: Sequence[str] | None = None,
             _timeout_label(ax, timeouts_s[variant], timeouts_s[variant], vertical=False)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_major_locator(FixedLocator([2 ** e for e in range(3, 16)]))  # 8, 16, … tokens
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         _panel_title(ax, variant, variants, title)
         ax.grid(alpha=0.3, which="both")
     for ax in axes[len(variants):]:
