@@ -156,12 +156,14 @@ def timeline(df: pd.DataFrame, *, order: Sequence[str] | None = None, timeouts_s
                 if kind == "step":
                     ax.barh(rank, width, left=start, height=0.56, color=COMPUTE_COLOUR, edgecolor="white", linewidth=0.6)
                 elif kind == "region":
-                    ax.barh(rank, width, left=start, height=0.56, color=REGION_COLOUR, edgecolor="none", zorder=3)
+                    # below the collectives: a collective inside a region (an evaluation's all_gather)
+                    # is waiting, not work, and must show as such
+                    ax.barh(rank, width, left=start, height=0.56, color=REGION_COLOUR, edgecolor="none", zorder=2)
                     labels.append((1, rank, start, end, str(r["name"]), "white"))
                 else:
                     edge = STATUS_COLOURS.get(status, "#000")
                     ax.barh(rank, width, left=start, height=0.56, color=WAIT_FILL.get(status, "#e0e0e0"),
-                            edgecolor=edge if status != "ok" else "none", linewidth=1.0, zorder=2)
+                            edgecolor=edge if status != "ok" else "none", linewidth=1.0, zorder=3)
                     if status in ("timeout", "peer_closed", "error", "crashed"):
                         ax.plot([end], [rank], marker="x", color="black", markersize=7, zorder=4)
                     colour = "white" if status == "crashed" else "#212121"
