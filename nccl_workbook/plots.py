@@ -342,9 +342,9 @@ def wait_per_step(df: pd.DataFrame, *, order: Sequence[str] | None = None, title
     handles.append(Line2D([], [], color="black", marker="x", markersize=8, linestyle="none",
                           label="step whose collective failed"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
-    axes[-1].set_xlabel("training step (index)")
-    if title:
-        fig.suptitle(title, fontsize=11)
+    axes[-1].set_xlabel("training step")
+    hint = "the rank the others wait for spends the least time in collectives: its line is the lowest"
+    fig.suptitle(f"{title}\n{hint}" if title else hint, fontsize=10)
     return fig
 
 
