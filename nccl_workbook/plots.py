@@ -186,20 +186,25 @@ def timeline(df: pd.DataFrame, *, order: Sequence[str] | None = None, timeouts_s
         _panel_title(ax, variant, variants, title, f"  ({span[variant]:.2f} s)" if overview else "")
         ax.set_xlabel("time since the run's first event (s)", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
-    handles = [
-        Patch(color=COMPUTE_COLOUR, label="computing (in a training step, outside collectives)"),
-        Patch(color=REGION_COLOUR, label="compute region (named, e.g. sample generation)"),
-        Patch(facecolor=WAIT_FILL["ok"], label="in a collective (mostly waiting), completed"),
-        Patch(facecolor=WAIT_FILL["timeout"], edgecolor=STATUS_COLOURS["timeout"], label="in a collective, timed out"),
-        Patch(facecolor=WAIT_FILL["peer_closed"], edgecolor=STATUS_COLOURS["peer_closed"],
-              label="in a collective, a peer closed"),
-        Line2D([], [], color="black", marker="x", linestyle="none", label="where the collective failed"),
+    kinds = set(df["kind"].astype(str))
+    statuses = set(df.loc[df["kind"] == "collective", "status"].astype(str))
+    entries = [
+        ("step" in kinds, Patch(color=COMPUTE_COLOUR, label="computing (in a training step, outside collectives)")),
+        ("region" in kinds, Patch(color=REGION_COLOUR, label="compute region (named, e.g. sample generation)")),
+        ("ok" in statuses, Patch(facecolor=WAIT_FILL["ok"], label="in a collective (mostly waiting), completed")),
+        ("timeout" in statuses, Patch(facecolor=WAIT_FILL["timeout"], edgecolor=STATUS_COLOURS["timeout"],
+                                      label="in a collective, timed out")),
+        ("peer_closed" in statuses, Patch(facecolor=WAIT_FILL["peer_closed"], edgecolor=STATUS_COLOURS["peer_closed"],
+                                          label="in a collective, a peer closed")),
+        ("error" in statuses, Patch(facecolor=WAIT_FILL["error"], edgecolor=STATUS_COLOURS["error"],
+                                    label="in a collective, raised an error")),
+        ("running" in statuses, Patch(facecolor=WAIT_FILL["running"], edgecolor="black",
+                                      label="in a collective, still waiting when the record ends")),
+        ("crashed" in statuses, Patch(color=STATUS_COLOURS["crashed"], label="in a collective when its process died")),
+        (bool(statuses & {"timeout", "peer_closed", "error", "crashed"}),
+         Line2D([], [], color="black", marker="x", linestyle="none", label="where the collective failed")),
     ]
-    statuses = set(df["status"].astype(str))
-    if "running" in statuses:
-        handles.append(Patch(facecolor=WAIT_FILL["running"], label="in a collective, still running at the end"))
-    if "crashed" in statuses:
-        handles.append(Patch(color=STATUS_COLOURS["crashed"], label="in a collective when its process died"))
+    handles = [h for present, h in entries if present]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
