@@ -153,6 +153,9 @@ def timeline(df: pd.DataFrame, *, order: Sequence[str] | None = None, timeouts_s
                 end = float(r["t_end_rel_ns"]) / 1e9 if pd.notna(r["t_end_rel_ns"]) else t_max
                 width = max(end - start, t_right * 0.002)
                 status = str(r["status"])
+                if kind in ("step", "region") and status == "error":  # the rank raised, outside collectives
+                    ax.plot([end], [rank], marker="X", color=STATUS_COLOURS["error"], markersize=10, zorder=5,
+                            markeredgecolor="white")
                 if kind == "step":
                     ax.barh(rank, width, left=start, height=0.56, color=COMPUTE_COLOUR, edgecolor="white", linewidth=0.6)
                 elif kind == "region":
@@ -201,6 +204,9 @@ def timeline(df: pd.DataFrame, *, order: Sequence[str] | None = None, timeouts_s
         ("running" in statuses, Patch(facecolor=WAIT_FILL["running"], edgecolor="black",
                                       label="in a collective, still waiting when the record ends")),
         ("crashed" in statuses, Patch(color=STATUS_COLOURS["crashed"], label="in a collective when its process died")),
+        (bool((df["kind"].isin(["step", "region"]) & (df["status"] == "error")).any()),
+         Line2D([], [], color=STATUS_COLOURS["error"], marker="X", markersize=9, linestyle="none",
+                label="the rank raised an error here (outside collectives)")),
         (bool(statuses & {"timeout", "peer_closed", "error", "crashed"}),
          Line2D([], [], color="black", marker="x", linestyle="none", label="where the collective failed")),
     ]
