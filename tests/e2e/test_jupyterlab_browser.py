@@ -341,6 +341,11 @@ def test_every_notebook_reads_well_before_running(tmp_path: Path, screenshot_dir
                     if news.count():
                         problems.append(f"{name}: the news pop-up shows: {news.first.inner_text()[:120]!r}")
                     page.screenshot(path=str(shots / f"open_{name[:2]}.png"), full_page=True)
+                    cells = json.loads((notebooks / name).read_text())["cells"]
+                    for idx in [i for i, c in enumerate(cells) if "= ScenarioPanel(" in "".join(c["source"])][:1]:
+                        out = page.locator(".jp-Notebook .jp-Cell").nth(idx).locator(".jp-Cell-outputArea")
+                        out.scroll_into_view_if_needed()
+                        out.screenshot(path=str(shots / f"open_{name[:2]}_panel.png"))
                     for k, img in enumerate(page.locator(".jp-Notebook .jp-OutputArea-output img").all()[:8]):
                         img.scroll_into_view_if_needed()
                         img.screenshot(path=str(shots / f"open_{name[:2]}_img{k}.png"))
