@@ -256,7 +256,10 @@ class RankCluster:
         t0 = time.perf_counter()
         try:
             profile_dir, cluster_id = spec.split("::", 1)
-            cluster = ipp.Cluster.from_file(profile_dir=profile_dir, cluster_id=cluster_id)
+            # log_level CRITICAL while loading: ipyparallel logs "Engine 3 not running: Process …" to
+            # the cell's stdout for an engine of the shared cluster that died and was replaced
+            # earlier (harmless here, alarming in a notebook); WARNING again below
+            cluster = ipp.Cluster.from_file(profile_dir=profile_dir, cluster_id=cluster_id, log_level=logging.CRITICAL)
             client = cluster.connect_client_sync()
             client.wait_for_engines(self.n_ranks, timeout=15, interactive=False)
         except Exception as e:  # noqa: BLE001 - fall back to a cluster of our own

@@ -246,6 +246,7 @@ def step_and_collective_times(df: pd.DataFrame, *, order: Sequence[str] | None =
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3, which="both")
     ax2.set_yscale("log")
+    ax2.yaxis.set_minor_formatter(NullFormatter())  # a short log range labels every minor tick otherwise
     ax1.set_title("step time per rank", loc="left", fontsize=10)
     ax2.set_title("collective latency per rank (waiting included)", loc="left", fontsize=10)
     handles, labels = ax1.get_legend_handles_labels()
