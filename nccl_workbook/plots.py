@@ -133,8 +133,7 @@ def timeline(df: pd.DataFrame, *, order: Sequence[str] | None = None, timeouts_s
         ax0.set_ylim(len(variants) - 0.4, -0.6)
         ax0.set_xlim(0, max(span.values()) * 1.12)
         ax0.set_xlabel("length of the run (s), every variant on the same axis")
-        ax0.set_title("overview: how long each variant ran (red: a collective timed out; orange: a rank failed or a peer "
-                      "closed; grey: all ok); below, each run zoomed to its own length",
+        ax0.set_title("all runs on one time axis (red: timed out; orange: a rank failed or a peer closed; grey: ok)",
                       loc="left", fontsize=10)
         ax0.grid(axis="x", alpha=0.3)
     for ax, variant in zip(axes, variants):
