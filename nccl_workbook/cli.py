@@ -219,9 +219,55 @@ def _cmd_lab(args: argparse.Namespace) -> int:
         cmd.append("--no-browser")
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers and CI run as root; Jupyter refuses that without it
+    cmd.append(f"--LabApp.app_settings_dir={_lab_settings_dir()}")
+    _trust_notebooks(notebooks)
     print(" ".join(cmd), file=sys.stderr, flush=True)
     os.execv(sys.executable, cmd)
     return 0  # pragma: no cover
+
+
+#: JupyterLab defaults for the workbook: no news pop-up over the first notebook, no update check
+LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def _lab_settings_dir() -> Path:
+    """The workbook's JupyterLab app settings folder: the environment's own ``overrides.json`` and
+    ``page_config.json`` (if any) with :data:`LAB_OVERRIDES` on top. A person's own settings in
+    JupyterLab's Settings editor still win over these defaults."""
+    from jupyterlab.commands import get_app_dir
+
+    from nccl_workbook._state import state_dir
+
+    default = Path(get_app_dir()) / "settings"
+    target = state_dir() / "jupyterlab-settings"
+    target.mkdir(parents=True, exist_ok=True)
+    overrides: dict[str, dict[str, object]] = {}
+    try:
+        overrides = json.loads((default / "overrides.json").read_text())
+    except (OSError, ValueError):
+        pass
+    for plugin, values in LAB_OVERRIDES.items():
+        overrides.setdefault(plugin, {}).update(values)
+    (target / "overrides.json").write_text(json.dumps(overrides, indent=1))
+    if (default / "page_config.json").is_file():
+        (target / "page_config.json").write_text((default / "page_config.json").read_text())
+    return target
+
+
+def _trust_notebooks(folder: Path) -> None:
+    """``jupyter trust`` the shipped notebooks (their stored outputs are the workbook's own), so
+    JupyterLab does not log "notebook is not trusted" for each one it opens."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    notary = NotebookNotary()
+    for path in sorted(folder.glob("*.ipynb")):
+        try:
+            nb = nbformat.read(path, as_version=4)
+            if not notary.check_signature(nb):
+                notary.sign(nb)
+        except Exception as e:  # noqa: BLE001 - an untrusted notebook still opens
+            print(f"could not trust {path.name}: {e}", file=sys.stderr)
 
 
 def _notebooks_dir() -> Path | None:

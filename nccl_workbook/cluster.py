@@ -304,7 +304,9 @@ class RankCluster:
             if self.launch.remote:
                 self._wait_for_launcher_process(n)
             else:
-                self._client.wait_for_engines(n, timeout=self.engine_timeout_s)
+                # interactive=False: in a kernel, ipyparallel would draw a tqdm bar (`0/4 engine/s`) that
+                # stays in the notebook's stored output long after the engines registered
+                self._client.wait_for_engines(n, timeout=self.engine_timeout_s, interactive=False)
             return
         spec = self.launch
         t0 = time.monotonic()
@@ -386,9 +388,12 @@ class RankCluster:
         t0 = time.perf_counter()
         try:
             profile_dir, cluster_id = spec.split("::", 1)
-            cluster = ipp.Cluster.from_file(profile_dir=profile_dir, cluster_id=cluster_id)
+            # log_level CRITICAL while loading: ipyparallel logs "Engine 3 not running: Process …" to
+            # the cell's stdout for an engine of the shared cluster that died and was replaced
+            # earlier (harmless here, alarming in a notebook); WARNING again below
+            cluster = ipp.Cluster.from_file(profile_dir=profile_dir, cluster_id=cluster_id, log_level=logging.CRITICAL)
             client = cluster.connect_client_sync()
-            client.wait_for_engines(self.n_ranks, timeout=15)
+            client.wait_for_engines(self.n_ranks, timeout=15, interactive=False)
         except Exception as e:  # noqa: BLE001 - fall back to a cluster of our own
             log.warning("could not attach to the shared cluster %s (%s); starting a new one", spec, e)
             return False

@@ -166,9 +166,46 @@ class SweepResult:
     notes: tuple[str, ...] = field(default=())
 
     def table(self) -> pd.DataFrame:
-        """The sweep as nccl-tests prints it: size, then time/algbw/busbw per op (one column group each)."""
-        wide = self.frame.pivot(index="size_bytes", columns="op", values=["time_us", "algbw_gbps", "busbw_gbps"])
-        return wide.round(3)
+        """The sweep as a reader scans it: one row per message size (``16 B``, ``1 KiB``…), per op
+        the time per call (µs) and the bus bandwidth in MB/s (so tiny messages are not ``0.000``
+        GB/s). Sizes some op could not run at (all_gather/reduce_scatter need one element per
+        rank) are left out; the full numbers are in :attr:`frame`."""
+        from nccl_workbook.plots import format_bytes
+
+        f = self.frame.assign(busbw_mbps=self.frame["busbw_gbps"] * 1e3)
+        wide = f.pivot(index="size_bytes", columns="op", values=["time_us", "busbw_mbps"]).dropna()
+        wide = wide.rename(columns={"time_us": "time per call (µs)", "busbw_mbps": "bus bandwidth (MB/s)"}, level=0)
+        wide.index = [format_bytes(b) for b in wide.index]
+        wide.index.name = "message size"
+        return wide.map(_readable)
+
+    def latency_note(self, small_bytes: int = 4096) -> str:
+        """One sentence computed from this sweep: how much the time per call of messages up to
+        ``small_bytes`` varies, next to the largest message's, per op (what "small messages
+        measure latency" looks like on this machine, today)."""
+        from nccl_workbook.plots import format_bytes
+
+        parts = []
+        big = int(self.frame["size_bytes"].max())
+        for op, g in self.frame.groupby("op", sort=False):
+            small = g[g["size_bytes"] <= small_bytes]["time_us"].dropna()
+            top = g[g["size_bytes"] == big]["time_us"].dropna()
+            if len(small) and len(top):
+                parts.append(f"{op} {small.min():.0f}–{small.max():.0f} µs up to {format_bytes(small_bytes)}, "
+                             f"{float(top.iloc[0]) / 1e3:.0f} ms at {format_bytes(big)}")
+        spread = max((self.frame[self.frame["size_bytes"] <= small_bytes].groupby("op")["time_us"]
+                      .agg(lambda t: t.max() / max(t.min(), 1e-9))).tolist() or [1.0])
+        flat = ("flat within 2x: the per-call cost, not the size, sets the time" if spread <= 2 else
+                f"they vary up to {spread:.0f}x between sizes in this run; flat holds on a quiet machine only "
+                "(other processes on the same cores add milliseconds at random)")
+        return f"time per call in this run: {'; '.join(parts)}. Small messages: {flat}."
+
+
+def _readable(x: float) -> str:
+    """A number for a table: ``1234``, ``12.3``, ``0.0061`` (two significant digits below 1)."""
+    if x != x:  # NaN
+        return "–"
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 1 else f"{x:.2g}"
 
 
 def _timer(device: Any) -> tuple[Any, Any]:

@@ -24,7 +24,9 @@ import io
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure as _MplFigure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
 
 class Figure(_MplFigure):
@@ -37,7 +39,7 @@ class Figure(_MplFigure):
         return buf.getvalue()
 
 __all__ = ["timeline", "step_and_collective_times", "bandwidth", "wait_per_step", "step_time_vs_length",
-           "STATUS_COLOURS"]
+           "STATUS_COLOURS", "format_bytes"]
 
 STATUS_COLOURS = {
     "ok": "#90a4ae",          # collective that completed: grey-blue
@@ -48,7 +50,19 @@ STATUS_COLOURS = {
     "crashed": "#000000",     # its process died inside it (rows read back from the rank's spill file)
 }
 REGION_COLOUR = "#43a047"     # compute regions (sample generation, log flush…): green
-STEP_COLOUR = "#e3f2fd"       # training steps: pale blue background
+STEP_COLOUR = "#e3f2fd"       # training steps in the other plots' backgrounds: pale blue
+COMPUTE_COLOUR = "#1565c0"    # timeline: time in a step outside collectives (computing): saturated blue
+#: timeline fill of the time a rank spends inside a collective, mostly waiting for the others: pale,
+#: so that the rank that does the work (saturated) is the most visible row; the edge keeps the status
+WAIT_FILL = {
+    "ok": "#dfe6ea",
+    "timeout": "#ffcdd2",
+    "peer_closed": "#ffe0b2",
+    "error": "#e1bee7",
+    "running": "#e0e0e0",
+    "crashed": "#000000",
+}
+_CHAR_FRACTION = 0.0062       # width of one 7-pt character as a fraction of an 11-inch timeline panel
 
 
 def _variants(df: pd.DataFrame, order: Sequence[str] | None) -> list[str]:
@@ -56,12 +70,45 @@ def _variants(df: pd.DataFrame, order: Sequence[str] | None) -> list[str]:
     return [v for v in order if v in present] if order else present
 
 
+def _panel_title(ax, variant: str, variants: list[str], title: str | None, extra: str = "") -> None:  # noqa: ANN001
+    """A panel's title, unless it would repeat the figure's (one variant, figure titled with it)."""
+    if len(variants) == 1 and title and (not variant or variant in title):
+        return
+    ax.set_title((variant or "run") + extra, loc="left", fontsize=10, fontweight="bold")
+
+
+def _timeout_label(ax, x: float, timeout_s: float, *, vertical: bool = True) -> None:  # noqa: ANN001
+    """The group-timeout line's label, beside its line on a white patch, never struck through by it."""
+    colour = STATUS_COLOURS["timeout"]
+    if vertical:
+        ax.annotate(f"group timeout ({timeout_s:g} s)", xy=(x, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(-4, -2), textcoords="offset points", ha="right", va="top", fontsize=8, color=colour,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0}, zorder=5)
+    else:
+        ax.annotate(f"group timeout ({timeout_s:g} s)", xy=(0.0, x), xycoords=("axes fraction", "data"),
+                    xytext=(4, 3), textcoords="offset points", ha="left", va="bottom", fontsize=8, color=colour,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0}, zorder=5)
+
+
+def _failed_colour(d: pd.DataFrame) -> str:
+    st = set(d.loc[d["kind"] == "collective", "status"].astype(str))
+    if "timeout" in st:
+        return STATUS_COLOURS["timeout"]
+    if st & {"peer_closed", "error", "crashed"}:
+        return STATUS_COLOURS["peer_closed"]
+    return STATUS_COLOURS["ok"]
+
+
 def timeline(df: pd.DataFrame, *, order: Sequence[str] | None = None, timeouts_s: dict[str, float] | None = None,
              title: str | None = None) -> Figure:
-    """Per-rank timeline, one panel per variant on a shared x axis (seconds).
+    """Per-rank timeline: one panel per variant, each zoomed to its own run (seconds), and with
+    several variants an overview on top where every run shares one time axis (how long each took).
 
-    ``timeouts_s`` (variant -> group timeout) draws the deadline of the first collective that
-    failed, so one sees the waiting ranks give up exactly there.
+    In a rank's lane, saturated colour is work: blue for time in a training step outside
+    collectives (computing), green for named compute regions. Pale colour is time inside a
+    collective, mostly waiting for the others (edge: how it ended). So the rank the others wait for
+    is the darkest row. ``timeouts_s`` (variant -> group timeout) draws the deadline of the first
+    collective that failed, so one sees the waiting ranks give up exactly there.
     """
     if len(df) == 0:
         raise ValueError("empty trace: nothing to plot (did the run produce any rows?)")
@@ -70,47 +117,100 @@ def timeline(df: pd.DataFrame, *, order: Sequence[str] | None = None, timeouts_s
                        t_end_rel_ns=df["t_end_ns"] - df["t_enqueue_ns"].min())
     variants = _variants(df, order)
     ranks = sorted(int(r) for r in df["rank"].unique())
-    fig = Figure(figsize=(11, 1.0 + 0.42 * len(ranks) * len(variants) + 0.5 * len(variants)), layout="constrained")
-    axes = fig.subplots(len(variants), 1, sharex=True, squeeze=False)[:, 0]
-    t_max = float(np.nanmax(df["t_end_rel_ns"].astype("float64").fillna(df["t_enqueue_rel_ns"].astype("float64")))) / 1e9
+    ends = df["t_end_rel_ns"].astype("float64").fillna(df["t_enqueue_rel_ns"].astype("float64")) / 1e9
+    span = {v: float(np.nanmax(ends[df["variant"] == v])) for v in variants}
+    overview = len(variants) > 1
+    lane_h = 0.8 + 0.4 * len(ranks)
+    heights = ([0.5 + 0.28 * len(variants)] if overview else []) + [lane_h] * len(variants)
+    fig = Figure(figsize=(11, sum(heights) + 0.9), layout="constrained")
+    axes = list(fig.subplots(len(heights), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0])
+    if overview:
+        ax0 = axes.pop(0)
+        for i, v in enumerate(variants):
+            ax0.barh(i, span[v], height=0.6, color=_failed_colour(df[df["variant"] == v]))
+            ax0.text(span[v], i, f"  {span[v]:.2f} s", va="center", fontsize=8)
+        ax0.set_yticks(range(len(variants)), variants)
+        ax0.set_ylim(len(variants) - 0.4, -0.6)
+        ax0.set_xlim(0, max(span.values()) * 1.12)
+        ax0.set_xlabel("length of the run (s), every variant on the same axis")
+        ax0.set_title("all runs on one time axis (red: timed out; orange: a rank failed or a peer closed; grey: ok)",
+                      loc="left", fontsize=10)
+        ax0.grid(axis="x", alpha=0.3)
     for ax, variant in zip(axes, variants):
         d = df[df["variant"] == variant]
-        for kind, height, colour_of in (
-            ("step", 0.8, lambda r: STEP_COLOUR),
-            ("region", 0.5, lambda r: REGION_COLOUR),
-            ("collective", 0.5, lambda r: STATUS_COLOURS.get(str(r["status"]), "#000")),
-        ):
-            rows = d[d["kind"] == kind]
-            for _, r in rows.iterrows():
+        t_max = max(span[variant], 1e-6)
+        t_right = t_max
+        failed = d[(d["kind"] == "collective") & d["status"].isin(["timeout"])]
+        deadline = None
+        if timeouts_s and variant in timeouts_s and len(failed):
+            deadline = float(failed["t_enqueue_rel_ns"].min()) / 1e9 + timeouts_s[variant]
+            t_right = max(t_right, deadline)
+        labels: list[tuple[int, int, float, float, str, str]] = []  # priority, rank, start, end, text, colour
+        for kind in ("step", "collective", "region"):
+            for _, r in d[d["kind"] == kind].iterrows():
+                rank = int(r["rank"])
                 start = float(r["t_enqueue_rel_ns"]) / 1e9
                 end = float(r["t_end_rel_ns"]) / 1e9 if pd.notna(r["t_end_rel_ns"]) else t_max
-                ax.barh(int(r["rank"]), max(end - start, t_max * 0.002), left=start, height=height,
-                        color=colour_of(r), edgecolor="none")
-                if kind == "collective" and r["status"] in ("timeout", "peer_closed", "error", "crashed"):
-                    ax.plot([end], [int(r["rank"])], marker="x", color="black", markersize=7)
-                if kind != "step" and end - start > 0.08 * t_max:
-                    label = str(r["name"]) if kind == "region" else f"{r['name']} (pg {r['pg']}, seq {r['seq']})"
-                    ax.text(start + 0.01 * t_max, int(r["rank"]), label, va="center", fontsize=7, color="white")
-        failed = d[(d["kind"] == "collective") & d["status"].isin(["timeout"])]
-        if timeouts_s and variant in timeouts_s and len(failed):
-            t0 = float(failed["t_enqueue_rel_ns"].min()) / 1e9
-            ax.axvline(t0 + timeouts_s[variant], color=STATUS_COLOURS["timeout"], linestyle="--", linewidth=1)
-            ax.text(t0 + timeouts_s[variant], ranks[-1] + 0.45, f" timeout ({timeouts_s[variant]:g} s)",
-                    color=STATUS_COLOURS["timeout"], fontsize=8, va="bottom")
+                width = max(end - start, t_right * 0.002)
+                status = str(r["status"])
+                if kind in ("step", "region") and status == "error":  # the rank raised, outside collectives
+                    ax.plot([end], [rank], marker="X", color=STATUS_COLOURS["error"], markersize=10, zorder=5,
+                            markeredgecolor="white")
+                if kind == "step":
+                    ax.barh(rank, width, left=start, height=0.56, color=COMPUTE_COLOUR, edgecolor="white", linewidth=0.6)
+                elif kind == "region":
+                    # below the collectives: a collective inside a region (an evaluation's all_gather)
+                    # is waiting, not work, and must show as such
+                    ax.barh(rank, width, left=start, height=0.56, color=REGION_COLOUR, edgecolor="none", zorder=2)
+                    labels.append((1, rank, start, end, str(r["name"]), "white"))
+                else:
+                    edge = STATUS_COLOURS.get(status, "#000")
+                    ax.barh(rank, width, left=start, height=0.56, color=WAIT_FILL.get(status, "#e0e0e0"),
+                            edgecolor=edge if status != "ok" else "none", linewidth=1.0, zorder=3)
+                    if status in ("timeout", "peer_closed", "error", "crashed"):
+                        ax.plot([end], [rank], marker="x", color="black", markersize=7, zorder=4)
+                    colour = "white" if status == "crashed" else "#212121"
+                    labels.append((0 if status != "ok" else 2, rank, start, end,
+                                   f"{r['name']} (pg {r['pg']}, seq {r['seq']})", colour))
+        placed: dict[int, list[tuple[float, float]]] = {}
+        for _, rank, start, end, text, colour in sorted(labels, key=lambda x: (x[0], x[2])):
+            need = (len(text) + 2) * _CHAR_FRACTION * t_right
+            x0 = start + 0.005 * t_right
+            if end - start < need or any(x0 < b and x0 + need > a for a, b in placed.get(rank, [])):
+                continue
+            placed.setdefault(rank, []).append((x0, x0 + need))
+            ax.text(x0, rank, text, va="center", fontsize=7, color=colour, zorder=6, clip_on=True)
+        if deadline is not None:
+            ax.axvline(deadline, color=STATUS_COLOURS["timeout"], linestyle="--", linewidth=1, zorder=4)
+            _timeout_label(ax, deadline, timeouts_s[variant])
         ax.set_yticks(ranks, [f"rank {r}" for r in ranks])
-        ax.set_ylim(ranks[-1] + 0.9, ranks[0] - 0.6)
-        ax.set_title(variant or "run", loc="left", fontsize=10, fontweight="bold")
+        ax.set_ylim(ranks[-1] + 0.6, ranks[0] - 0.9)
+        ax.set_xlim(0, t_right * 1.03)
+        _panel_title(ax, variant, variants, title, f"  ({span[variant]:.2f} s)" if overview else "")
+        ax.set_xlabel("time since the run's first event (s)", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
-    axes[-1].set_xlabel("time since the run's first event (s)")
-    handles = [
-        Patch(color=STEP_COLOUR, label="training step"),
-        Patch(color=REGION_COLOUR, label="compute region (e.g. sample generation)"),
-        Patch(color=STATUS_COLOURS["ok"], label="in a collective (mostly waiting), completed"),
-        Patch(color=STATUS_COLOURS["timeout"], label="in a collective, timed out"),
-        Patch(color=STATUS_COLOURS["peer_closed"], label="in a collective, peer closed"),
+    kinds = set(df["kind"].astype(str))
+    statuses = set(df.loc[df["kind"] == "collective", "status"].astype(str))
+    entries = [
+        ("step" in kinds, Patch(color=COMPUTE_COLOUR, label="computing (in a training step, outside collectives)")),
+        ("region" in kinds, Patch(color=REGION_COLOUR, label="compute region (named, e.g. sample generation)")),
+        ("ok" in statuses, Patch(facecolor=WAIT_FILL["ok"], label="in a collective (mostly waiting), completed")),
+        ("timeout" in statuses, Patch(facecolor=WAIT_FILL["timeout"], edgecolor=STATUS_COLOURS["timeout"],
+                                      label="in a collective, timed out")),
+        ("peer_closed" in statuses, Patch(facecolor=WAIT_FILL["peer_closed"], edgecolor=STATUS_COLOURS["peer_closed"],
+                                          label="in a collective, a peer closed")),
+        ("error" in statuses, Patch(facecolor=WAIT_FILL["error"], edgecolor=STATUS_COLOURS["error"],
+                                    label="in a collective, raised an error")),
+        ("running" in statuses, Patch(facecolor=WAIT_FILL["running"], edgecolor="black",
+                                      label="in a collective, still waiting when the record ends")),
+        ("crashed" in statuses, Patch(color=STATUS_COLOURS["crashed"], label="in a collective when its process died")),
+        (bool((df["kind"].isin(["step", "region"]) & (df["status"] == "error")).any()),
+         Line2D([], [], color=STATUS_COLOURS["error"], marker="X", markersize=9, linestyle="none",
+                label="the rank raised an error here (outside collectives)")),
+        (bool(statuses & {"timeout", "peer_closed", "error", "crashed"}),
+         Line2D([], [], color="black", marker="x", linestyle="none", label="where the collective failed")),
     ]
-    if (df["status"] == "crashed").any():
-        handles.append(Patch(color=STATUS_COLOURS["crashed"], label="in a collective when its process died"))
+    handles = [h for present, h in entries if present]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
@@ -145,9 +245,12 @@ def step_and_collective_times(df: pd.DataFrame, *, order: Sequence[str] | None =
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3, which="both")
     ax2.set_yscale("log")
+    ax2.yaxis.set_minor_formatter(NullFormatter())  # a short log range labels every minor tick otherwise
     ax1.set_title("step time per rank", loc="left", fontsize=10)
     ax2.set_title("collective latency per rank (waiting included)", loc="left", fontsize=10)
-    ax2.legend(fontsize=8, title="variant", title_fontsize=8)
+    handles, labels = ax1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(variants), 6), fontsize=8,
+               frameon=False, title="variant", title_fontsize=8)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -167,20 +270,46 @@ def bandwidth(df: pd.DataFrame, *, host_copy_gbps: float | None = None, title: s
         ax2.plot(g["bytes"], g["time_us"], marker="o", markersize=3, label=op)
     if host_copy_gbps:
         ax1.axhline(host_copy_gbps, color="black", linestyle="--", linewidth=1)
-        ax1.text(df["bytes"].min(), host_copy_gbps * 1.15, f"host memory copy {host_copy_gbps:.2f} GB/s", fontsize=8)
+        ax1.annotate(f"host memory copy {host_copy_gbps:.2f} GB/s", xy=(0.0, host_copy_gbps),
+                     xycoords=("axes fraction", "data"), xytext=(4, 3), textcoords="offset points", fontsize=8,
+                     va="bottom", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(_Pow4Locator())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_bytes(x)))
         ax.set_yscale("log")
-        ax.set_xlabel("message size (bytes)")
+        ax.set_xlabel("message size (bytes, powers of 2)")
         ax.grid(alpha=0.3, which="both")
     ax1.set_ylabel("bus bandwidth (GB/s)")
     ax2.set_ylabel("time per call (µs)")
     ax1.set_title("bus bandwidth (nccl-tests busbw)", loc="left", fontsize=10)
     ax2.set_title("latency", loc="left", fontsize=10)
-    ax2.legend(fontsize=8)
+    handles, labels = ax1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def format_bytes(n: float) -> str:
+    """``1024 -> '1 KiB'``, ``48 -> '48 B'``: sizes as a reader says them.
+
+    >>> format_bytes(4), format_bytes(65536), format_bytes(64 * 2**20)
+    ('4 B', '64 KiB', '64 MiB')
+    """
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n:g} B"
+
+
+class _Pow4Locator(MaxNLocator):
+    """Ticks at 4 B, 64 B, 1 KiB, …: every power of 16 and the powers of 4 between when few."""
+
+    def tick_values(self, vmin: float, vmax: float) -> np.ndarray:
+        lo, hi = int(np.floor(np.log2(max(vmin, 1)))), int(np.ceil(np.log2(max(vmax, 1))))
+        step = 2 if hi - lo <= 12 else 4
+        return np.array([2.0 ** e for e in range(lo - lo % 2, hi + 1, step)])
 
 
 def wait_per_step(df: pd.DataFrame, *, order: Sequence[str] | None = None, title: str | None = None) -> Figure:
@@ -217,12 +346,17 @@ def wait_per_step(df: pd.DataFrame, *, order: Sequence[str] | None = None, title
             ax.plot(bad["step"].astype(int), bad["wait_ms"], linestyle="none", marker="x", markersize=9, color="black")
         ax.set_yscale("log")
         ax.set_ylabel("in collectives (ms)")
-        ax.set_title(variant or "run", loc="left", fontsize=10, fontweight="bold")
+        _panel_title(ax, variant, variants, title)
         ax.grid(alpha=0.3, which="both")
-    axes[0].legend(fontsize=8, ncols=len(ranks), loc="upper left")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    handles = [Line2D([], [], color=colours[i % len(colours)], marker="o", markersize=3, label=f"rank {r}")
+               for i, r in enumerate(ranks)]
+    handles.append(Line2D([], [], color="black", marker="x", markersize=8, linestyle="none",
+                          label="step whose collective failed"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
     axes[-1].set_xlabel("training step")
-    if title:
-        fig.suptitle(title, fontsize=11)
+    hint = "the rank the others wait for spends the least time in collectives: its line is the lowest"
+    fig.suptitle(f"{title}\n{hint}" if title else hint, fontsize=10)
     return fig
 
 
@@ -265,11 +399,13 @@ def step_time_vs_length(df: pd.DataFrame, *, order: Sequence[str] | None = None,
             ax.scatter(bad["padded_len"], bad["wait_s"].clip(lower=floor), color="black", marker="x", s=60, zorder=3)
         if timeouts_s and variant in timeouts_s:
             ax.axhline(timeouts_s[variant], color=STATUS_COLOURS["timeout"], linestyle="--", linewidth=1)
-            ax.text(ax.get_xlim()[0], timeouts_s[variant], f" group timeout ({timeouts_s[variant]:g} s)",
-                    color=STATUS_COLOURS["timeout"], fontsize=8, va="bottom")
+            _timeout_label(ax, timeouts_s[variant], timeouts_s[variant], vertical=False)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(variant or "run", loc="left", fontsize=10, fontweight="bold")
+        ax.xaxis.set_major_locator(FixedLocator([2 ** e for e in range(3, 16)]))  # 8, 16, … tokens
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        _panel_title(ax, variant, variants, title)
         ax.grid(alpha=0.3, which="both")
     for ax in axes[len(variants):]:
         ax.set_visible(False)
@@ -277,12 +413,16 @@ def step_time_vs_length(df: pd.DataFrame, *, order: Sequence[str] | None = None,
         ax.set_xlabel("padded sequence length of the rank's batch (tokens)")
     for ax in axes[::ncols]:
         ax.set_ylabel("time per step (s)")
-    handles, labels = axes[0].get_legend_handles_labels()
+    handles = [Line2D([], [], color=colours[i % len(colours)], marker="s", markersize=7, linestyle="none",
+                      label=f"rank {r}") for i, r in enumerate(ranks)]
     handles += [
-        Patch(facecolor="#777", label="filled circle: computing (outside collectives)"),
-        Patch(facecolor="white", edgecolor="#777", label="open triangle: waiting in collectives"),
+        Line2D([], [], color="#555", marker="o", markersize=6, linestyle="none",
+               label="computing (outside collectives)"),
+        Line2D([], [], markerfacecolor="none", markeredgecolor="#555", marker="^", markersize=7, linestyle="none",
+               label="waiting in collectives"),
+        Line2D([], [], color="black", marker="x", markersize=7, linestyle="none", label="step that failed"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(ranks) + 2, fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig

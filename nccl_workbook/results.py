@@ -192,17 +192,22 @@ class RunResult:
         return verdict_text(self)
 
     def ranks_frame(self) -> pd.DataFrame:
-        """One row per rank: status, steps, median step time (ms), seconds it ran, error."""
+        """One row per rank, in rank order: status, the error in one readable line
+        (:func:`~nccl_workbook.status.short_error`: build paths cut, file:line kept), steps, median
+        step time (ms), seconds it ran."""
         import pandas as pd
 
+        from nccl_workbook.status import short_error
+
+        rows = sorted(self.per_rank, key=lambda r: r.rank)
         return pd.DataFrame(
             {
-                "rank": [r.rank for r in self.per_rank],
-                "status": [r.status.value for r in self.per_rank],
-                "steps": [r.steps for r in self.per_rank],
-                "step_median_ms": [None if r.step_time_median_s is None else round(r.step_time_median_s * 1e3, 1) for r in self.per_rank],
-                "ran_s": [None if r.wall_s is None else round(r.wall_s, 2) for r in self.per_rank],
-                "error": [r.error or "" for r in self.per_rank],
+                "rank": [r.rank for r in rows],
+                "status": [r.status.value for r in rows],
+                "error": [short_error(r.error, 90) for r in rows],
+                "steps": [r.steps for r in rows],
+                "step_median_ms": [None if r.step_time_median_s is None else round(r.step_time_median_s * 1e3, 1) for r in rows],
+                "ran_s": [None if r.wall_s is None else round(r.wall_s, 2) for r in rows],
             }
         ).set_index("rank")
 

@@ -27,6 +27,12 @@ Usage::
     panel.run()      # same as pressing Run
     panel.results    # list[RunResult] of the last run
     panel.settings() # the controls' values, as keyword arguments for run_scenario / run_variants
+
+Stored outputs: displayed, the panel emits the live widget view AND a static HTML snapshot of its
+last results (``text/html``: the same tables and plots), and a one-line ``text/plain``. A reader
+without a kernel (GitHub, nbviewer, a notebook opened before Run) sees the snapshot, never the
+widget's Python repr; each ``run()`` refreshes it in place (a display id, as nbclient and JupyterLab
+update it).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import html
 import io
 import logging
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +120,8 @@ class ScenarioPanel(w.VBox):
         self.cluster = cluster
         self.scenario: Scenario = get_scenario(scenario_id)
         self.results: list[RunResult] = []
+        self._pngs: list[tuple[str, str]] = []   # (name, base64 PNG) of the last plots shown
+        self._display_id: str | None = None
         defaults = self.scenario.params_type()
         style = {"description_width": "170px"}
         layout = w.Layout(width="480px")
@@ -157,6 +166,45 @@ class ScenarioPanel(w.VBox):
             w.HBox([label(), self.status]),
             self.output,
         ], layout=w.Layout(width="100%"))
+
+    # -- how it is stored in a notebook ---------------------------------------------------------
+    def snapshot_html(self) -> str:
+        """A static picture of the panel: title, the settings of the last run, its results table
+        and plots (no controls: those need a running kernel)."""
+        head = (f"<div><b>{html.escape(self.scenario.title)}</b> &nbsp;<code>{html.escape(self.scenario.id)}</code>"
+                f"<br><span style='color:#555'>{html.escape(self.scenario.symptom)}</span></div>")
+        if not self.results:
+            return head + ("<p style='color:#555'><i>Scenario panel: run the notebook to get its controls "
+                           "(world size, group timeout, the variants, Run).</i></p>")
+        used = ", ".join(f"{html.escape(k)}={v:g}" if isinstance(v, float) else f"{html.escape(k)}={v}"
+                         for k, v in self.settings().items())
+        imgs = "".join(f"<img alt='{html.escape(name)}' style='max-width:100%' src='data:image/png;base64,{png}'/>"
+                       for name, png in self._pngs)
+        return (head + f"<p style='color:#555'><i>Snapshot of the last run ({used}); run the notebook for "
+                f"the live panel.</i></p>" + results_html(self.results) + imgs)
+
+    def _mimebundle(self) -> dict[str, Any]:
+        data = dict(super()._repr_mimebundle_() or {})
+        data["text/html"] = self.snapshot_html()
+        data["text/plain"] = (f"<ScenarioPanel {self.scenario.id}: "
+                              + ("; ".join(summary_line(r) for r in self.results) or "not run yet") + ">")
+        return data
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        self._display_id = self._display_id or uuid.uuid4().hex
+        display(self._mimebundle(), raw=True, display_id=self._display_id)
+
+    def _refresh_snapshot(self) -> None:
+        if self._display_id is None:
+            return
+        try:
+            from IPython.display import update_display
+
+            update_display(self._mimebundle(), raw=True, display_id=self._display_id)
+        except Exception as e:  # noqa: BLE001 - a stale snapshot is no reason to fail a run
+            logging.getLogger(__name__).debug("snapshot not refreshed: %s", e)
 
     def settings(self) -> dict[str, object]:
         """The controls' current values as keyword arguments for ``run_scenario``/``run_variants``,
@@ -213,6 +261,7 @@ class ScenarioPanel(w.VBox):
             pkg_log.removeHandler(catcher)
             pkg_log.propagate = propagate
             self._busy(False)
+            self._refresh_snapshot()
         return self.results
 
     def _run_one(self, i: int, variant: str, variants: list[str], settings: dict[str, object]) -> bool:
@@ -247,6 +296,7 @@ class ScenarioPanel(w.VBox):
         plain Python (tests), and never flickers."""
         bundles = [_bundle({"text/html": results_html(self.results),
                             "text/plain": "\n".join(summary_line(r) for r in self.results)})]
+        self._pngs = []
         if plots:
             from nccl_workbook import plots as plotting
 
@@ -257,6 +307,7 @@ class ScenarioPanel(w.VBox):
                 for name, fig in (("timeline", plotting.timeline(df, timeouts_s=timeouts, title=title)),
                                   ("step and collective times", plotting.step_and_collective_times(df, title=title))):
                     png = base64.b64encode(figure_png(fig, _PLOT_DPI)).decode("ascii")
+                    self._pngs.append((name, png))
                     bundles.append(_bundle({"image/png": png, "text/plain": f"<{name} plot of {title}>"}))
         self.output.outputs = tuple(bundles)
 

@@ -52,7 +52,9 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "setup: installing torch==$TORCH_VERSION"
   "$PY" -m pip install -q "torch==$TORCH_VERSION" 2>&1 | grep -v "is ignored" || true
 fi
-"$PY" -c "import torch" || { echo "setup: torch could not be installed" >&2; exit 1; }
+# quietly: torch warns "Failed to initialize NumPy" when imported before NumPy is installed (it
+# comes with the package below); that is harmless here. On a real failure, show torch's own error.
+"$PY" -c "import torch" 2>/dev/null || { "$PY" -c "import torch"; echo "setup: torch could not be installed" >&2; exit 1; }
 echo "setup: installing nccl-workbook[$EXTRAS]"
 "$PY" -m pip install -q -e ".[$EXTRAS]" 2>&1 | grep -v -e "is ignored" -e "WheelFile" -e "!!" || true
 "$PY" -c "import nccl_workbook, ipyparallel, jupyterlab; print('setup: ok, torch', __import__('torch').__version__)"

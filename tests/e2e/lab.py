@@ -28,11 +28,12 @@ import psutil
 
 __all__ = ["LabServer", "processes_of", "chromium_path", "describe"]
 
-#: what a person's user settings would be after dismissing the pop-ups; also no network use and no
-#: autosave (the notebook must not be rewritten by a test)
+#: no autosave (the notebook must not be rewritten by a test), and every cell rendered (not only
+#: those scrolled into view) so the tests see every stored output. The news pop-up is NOT turned off
+#: here: `nccl-workbook lab` must do that itself (its own JupyterLab settings), and the tests check it.
 _USER_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 _SERVER_CONFIG = {
     "LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.handlers.announcements.NeverCheckForUpdate"},

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -65,3 +66,47 @@ def test_times_plot_has_units() -> None:
     assert "(ms)" in fig.axes[0].get_ylabel() and "(ms" in fig.axes[1].get_ylabel()
     with pytest.raises(ValueError, match="empty trace"):
         plots.timeline(_df().iloc[0:0])
+
+
+def test_lab_turns_the_news_off_and_trusts_the_notebooks(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+    import shutil
+
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    from nccl_workbook import cli
+
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("NCCL_WORKBOOK_HOME", str(tmp_path / "home"))
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    shutil.copy(cli._notebooks_dir() / "00_start_here.ipynb", nbs)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cli.os, "execv", lambda exe, cmd: calls.append(cmd))
+    cli._cmd_lab(argparse.Namespace(notebook_dir=str(nbs), ip="127.0.0.1", port=None, no_browser=True))
+    (cmd,) = calls
+    settings = [a.split("=", 1)[1] for a in cmd if a.startswith("--LabApp.app_settings_dir=")]
+    assert settings, cmd
+    overrides = json.loads((Path(settings[0]) / "overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    assert NotebookNotary().check_signature(nbformat.read(nbs / "00_start_here.ipynb", as_version=4))
+
+
+def test_plots_keep_labels_apart_and_show_the_worker_darkest() -> None:
+    """The culprit computing is saturated, the waiting ranks pale; with several variants an overview
+    on a shared axis comes first and each variant has its own zoomed axis with units."""
+    df = _df()
+    early = df[df["t_enqueue_rel_ns"] < 1_000_000_000]
+    other = early.assign(variant="fixed", t_end_rel_ns=early["t_enqueue_rel_ns"] + 10_000_000,
+                         status="ok", t_end_ns=early["t_enqueue_ns"] + 10_000_000)
+    import pandas as pd
+
+    fig = plots.timeline(pd.concat([df, other], ignore_index=True), timeouts_s={"broken": 3.0}, title="x")
+    overview, broken, fixed = fig.axes
+    assert "same axis" in overview.get_xlabel()
+    assert broken.get_xlim()[1] > 3 and fixed.get_xlim()[1] < 0.1  # each zoomed to its own run
+    assert all("(s)" in ax.get_xlabel() for ax in fig.axes)
+    assert plots.WAIT_FILL["timeout"] != plots.STATUS_COLOURS["timeout"]  # waiting is pale
+    labels = [t for t in broken.texts if "BARRIER" in t.get_text()]
+    assert len({(t.get_position()[1]) for t in labels}) == len(labels)  # at most one label per lane here

@@ -34,9 +34,11 @@ def test_table_and_plot() -> None:
     ])
     res = health.SweepResult(df, host_copy_gbps=5.0, world_size=4, backend="gloo", wall_s=1.0)
     t = res.table()
-    assert list(t.index) == [4, 1024, 2**20] and ("busbw_gbps", "all_reduce") in t.columns
+    assert list(t.index) == ["4 B", "1 KiB", "1 MiB"] and ("bus bandwidth (MB/s)", "all_reduce") in t.columns
+    assert t.loc["4 B", ("bus bandwidth (MB/s)", "all_reduce")] == "1000"  # MB/s: small messages are not 0.000
+    assert "µs up to 4 KiB" in res.latency_note()
     fig = plots.bandwidth(df, host_copy_gbps=5.0)
-    assert fig.axes[0].get_ylabel() == "bus bandwidth (GB/s)" and fig.axes[0].get_xlabel() == "message size (bytes)"
+    assert fig.axes[0].get_ylabel() == "bus bandwidth (GB/s)" and fig.axes[0].get_xlabel() == "message size (bytes, powers of 2)"
     assert fig._repr_png_().startswith(b"\x89PNG")
 
 

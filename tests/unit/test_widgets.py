@@ -220,3 +220,25 @@ def test_button_click_runs_like_run():
     t0 = time.perf_counter()
     panel.button.click()
     assert [r.variant for r in panel.results] == ["broken"] and time.perf_counter() - t0 < 30
+
+
+def test_stored_output_is_a_snapshot_not_the_widget_repr(monkeypatch: pytest.MonkeyPatch):
+    """Displayed, the panel gives the widget view plus a static HTML snapshot of its last run, and
+    each run refreshes that same display: a notebook opened without a kernel shows the results."""
+    import IPython.display as ipd
+
+    shown: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(ipd, "display", lambda data, raw, display_id: shown.append(("display", data)))
+    monkeypatch.setattr(ipd, "update_display", lambda data, raw, display_id: shown.append(("update", data)))
+    panel = ScenarioPanel(FakeCluster(), SCENARIO, variants=["broken"])
+    panel._ipython_display_()
+    (kind, first), = shown
+    assert kind == "display" and "application/vnd.jupyter.widget-view+json" in first
+    assert "children=" not in first["text/plain"] and "not run yet" in first["text/plain"]
+    assert "run the notebook" in first["text/html"]
+    panel.run()
+    kind, after = shown[-1]
+    assert kind == "update" and "children=" not in after["text/plain"]
+    assert "Snapshot of the last run" in after["text/html"] and "BARRIER" in after["text/html"]
+    assert after["text/html"].count("<img") == 2
+    assert "broken" in after["text/plain"] and "timeout" in after["text/plain"]
