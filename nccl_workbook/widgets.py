@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from nccl_workbook.observer import HangReport
     from nccl_workbook.scenarios.base import Scenario
 
-__all__ = ["ScenarioPanel", "clean_float", "figure_png"]
+__all__ = ["ScenarioPanel", "SnapshotDisplay", "clean_float", "figure_png"]
 
 #: knob name -> (label, min, max, step)
 Knobs = Mapping[str, tuple[str, float, float, float]]
@@ -112,7 +112,44 @@ class _LogToPanel(logging.Handler):
 
 
 # -- the panel -------------------------------------------------------------------------------------
-class ScenarioPanel(w.VBox):
+class SnapshotDisplay:
+    """Mixin for a panel (an ipywidgets box): displayed, it emits the live widget view AND a static
+    HTML snapshot (``snapshot_html()``) and one line of text (``text_plain()``), so a stored notebook
+    shows the snapshot wherever there is no kernel, never the widget's Python repr; ``_refresh_snapshot()``
+    after a run updates that same output in place."""
+
+    _display_id: str | None = None
+
+    def snapshot_html(self) -> str:  # pragma: no cover - every panel defines it
+        raise NotImplementedError
+
+    def text_plain(self) -> str:  # pragma: no cover - every panel defines it
+        raise NotImplementedError
+
+    def _mimebundle(self) -> dict[str, Any]:
+        data = dict(super()._repr_mimebundle_() or {})  # type: ignore[misc]
+        data["text/html"] = self.snapshot_html()
+        data["text/plain"] = self.text_plain()
+        return data
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        self._display_id = self._display_id or uuid.uuid4().hex
+        display(self._mimebundle(), raw=True, display_id=self._display_id)
+
+    def _refresh_snapshot(self) -> None:
+        if self._display_id is None:
+            return
+        try:
+            from IPython.display import update_display
+
+            update_display(self._mimebundle(), raw=True, display_id=self._display_id)
+        except Exception as e:  # noqa: BLE001 - a stale snapshot is no reason to fail a run
+            logging.getLogger(__name__).debug("snapshot not refreshed: %s", e)
+
+
+class ScenarioPanel(SnapshotDisplay, w.VBox):
     """Controls + Run + progress + results and plots for one scenario; see the module docstring."""
 
     def __init__(self, cluster: RankCluster, scenario_id: str, *, knobs: Knobs | None = None,
@@ -121,7 +158,6 @@ class ScenarioPanel(w.VBox):
         self.scenario: Scenario = get_scenario(scenario_id)
         self.results: list[RunResult] = []
         self._pngs: list[tuple[str, str]] = []   # (name, base64 PNG) of the last plots shown
-        self._display_id: str | None = None
         defaults = self.scenario.params_type()
         style = {"description_width": "170px"}
         layout = w.Layout(width="480px")
@@ -183,28 +219,8 @@ class ScenarioPanel(w.VBox):
         return (head + f"<p style='color:#555'><i>Snapshot of the last run ({used}); run the notebook for "
                 f"the live panel.</i></p>" + results_html(self.results) + imgs)
 
-    def _mimebundle(self) -> dict[str, Any]:
-        data = dict(super()._repr_mimebundle_() or {})
-        data["text/html"] = self.snapshot_html()
-        data["text/plain"] = (f"<ScenarioPanel {self.scenario.id}: "
-                              + ("; ".join(summary_line(r) for r in self.results) or "not run yet") + ">")
-        return data
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        self._display_id = self._display_id or uuid.uuid4().hex
-        display(self._mimebundle(), raw=True, display_id=self._display_id)
-
-    def _refresh_snapshot(self) -> None:
-        if self._display_id is None:
-            return
-        try:
-            from IPython.display import update_display
-
-            update_display(self._mimebundle(), raw=True, display_id=self._display_id)
-        except Exception as e:  # noqa: BLE001 - a stale snapshot is no reason to fail a run
-            logging.getLogger(__name__).debug("snapshot not refreshed: %s", e)
+    def text_plain(self) -> str:
+        return f"<ScenarioPanel {self.scenario.id}: " + ("; ".join(summary_line(r) for r in self.results) or "not run yet") + ">"
 
     def settings(self) -> dict[str, object]:
         """The controls' current values as keyword arguments for ``run_scenario``/``run_variants``,

@@ -62,9 +62,19 @@ class TriagePanel:
         return self.report
 
     def _ipython_display_(self) -> None:
+        """The live widget, plus a static HTML picture of the last report and one line of text, so a
+        stored notebook shows the report wherever there is no kernel, never the widget's repr."""
         from IPython.display import display
 
-        display(self.widget)
+        data = dict(self.widget._repr_mimebundle_() or {})
+        if self.report is not None:
+            data["text/html"] = ("<p style='color:#555'><i>Snapshot of the last triage; run the notebook for the "
+                                 "live panel.</i></p>" + self.report._repr_html_())
+            data["text/plain"] = f"<TriagePanel: {self.report!r}>"
+        else:
+            data["text/html"] = "<p style='color:#555'><i>Triage panel: run the notebook to paste a log.</i></p>"
+            data["text/plain"] = "<TriagePanel: nothing triaged yet>"
+        display(data, raw=True)
 
 
 def triage_panel(text: str = "", *, run: bool = False) -> TriagePanel:

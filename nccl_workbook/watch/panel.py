@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as w
 
-from nccl_workbook.render import results_html
+from nccl_workbook.render import results_html, summary_line
 from nccl_workbook.watch.script import example_script, run_script
+from nccl_workbook.widgets import SnapshotDisplay
 
 if TYPE_CHECKING:  # pragma: no cover
     from nccl_workbook.cluster import RankCluster
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ScriptPanel"]
 
 
-class ScriptPanel(w.VBox):
+class ScriptPanel(SnapshotDisplay, w.VBox):
     """Script path, arguments, world size, group timeout, Run; results below."""
 
     def __init__(self, cluster: RankCluster, path: str | None = None, args: str = "", *, world_size: int = 4,
@@ -46,6 +47,18 @@ class ScriptPanel(w.VBox):
         self.output = w.HTML()
         super().__init__([self.path, self.args, self.world_size, self.timeout, w.HBox([self.button, self.status]),
                           self.output])
+
+    def snapshot_html(self) -> str:
+        """What a stored notebook shows without a kernel: the script, its arguments, the last result."""
+        head = (f"<div><b>your script</b> <code>{html.escape(self.path.value)}</code> "
+                f"<code>{html.escape(self.args.value)}</code></div>")
+        if not self.results:
+            return head + "<p style='color:#555'><i>Script panel: run the notebook to get its controls.</i></p>"
+        return (head + "<p style='color:#555'><i>Snapshot of the last run; run the notebook for the live panel."
+                       "</i></p>" + results_html(self.results[-1:]))
+
+    def text_plain(self) -> str:
+        return "<ScriptPanel: " + ("; ".join(summary_line(r) for r in self.results[-1:]) or "not run yet") + ">"
 
     def run(self) -> RunResult | None:
         """Run the script with the controls' values; show the result. None when it could not start."""
@@ -73,4 +86,5 @@ class ScriptPanel(w.VBox):
         self.results.append(r)
         self.status.value = f"done in {time.perf_counter() - t0:.1f} s: {html.escape(r.outcome.value)}"
         self.output.value = results_html([r])
+        self._refresh_snapshot()
         return r
