@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.slurm.daemons import cluster_factory, leftover_daemons, require
+from tests.slurm.daemons import cluster_factory, no_daemons_left, require
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -27,12 +27,7 @@ def mpi(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def _nothing_left() -> Iterator[None]:
-    since = time.time()
-    yield
-    deadline = time.monotonic() + 10
-    while (left := leftover_daemons(since)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not left, f"left running: {left}"
+    yield from no_daemons_left(time.time())
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.slurm.daemons import Node, cluster_factory, SlurmDaemons, leftover_daemons, require
+from tests.slurm.daemons import Node, SlurmDaemons, cluster_factory, no_daemons_left, require
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -49,12 +49,7 @@ def slurm(request: pytest.FixtureRequest) -> SlurmDaemons:
 def _no_daemons_left() -> Iterator[None]:
     """Set up before (so torn down after) the module's daemons: checks that they, their jobs'
     steps and any mpirun are gone."""
-    since = time.time()
-    yield
-    deadline = time.monotonic() + 10
-    while (left := leftover_daemons(since)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not left, f"left running: {left}"
+    yield from no_daemons_left(time.time())
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,6 +77,16 @@ def leftover_daemons(since: float) -> list[str]:
             continue
     return found
 
+
+
+def no_daemons_left(since: float) -> Iterator[None]:
+    """A module fixture's body: yield, then check (waiting up to 10 s for them to go) that no
+    daemon, job step or mpirun started since ``since`` is left."""
+    yield
+    deadline = time.monotonic() + 10
+    while (left := leftover_daemons(since)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"left running: {left}"
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
