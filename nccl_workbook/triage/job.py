@@ -6,9 +6,14 @@ job-level reading looks at what is absent as much as at what is present:
 
 - ``ranks_reported``: ranks with at least one failure event;
 - ``ranks_missing``: ranks of the job that reported no failure. The world size comes from the
-  log when it says so (``1/4 clients joined``, the launcher's per-rank summary) and otherwise is
-  the highest rank seen + 1, so a silent rank above every reporting rank cannot be seen: the
-  summary says which basis it used;
+  log when it says so (``1/4 clients joined``, the launcher's per-rank summary), else from the
+  sizes of a timed-out all-gather or reduce-scatter (``NumelOut = NumelIn x group size``), and
+  otherwise is the highest rank seen + 1, so a silent rank above every reporting rank cannot be
+  seen: the summary says which basis it used;
+- ``ranks_covered``: ranks with lines of their own in the log; ``ranks_absent`` the ranks of the
+  job with none (not pasted, or they printed nothing), ``partial`` whether the log covers fewer
+  ranks than the job had (or one rank of a job whose size it does not state), ``coverage`` the
+  sentence that says so;
 - ``ranks_behind``: ranks whose watchdog status shows they never enqueued the failing collective
   (``last enqueued work`` below the failing sequence number), or that timed out at a lower
   sequence number than the others in the same group (they issued fewer collectives);
@@ -36,7 +41,19 @@ from nccl_workbook.triage.events import FAILURE_KINDS, Event, EventKind, LogTall
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["LogRankState", "RankRow", "JobSummary", "summarize"]
+__all__ = ["LogRankState", "RankRow", "JobSummary", "summarize", "ALLGATHER_OPS", "REDUCE_SCATTER_OPS"]
+
+ALLGATHER_OPS = frozenset({"ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED", "ALLGATHER_INTO_TENSOR_COALESCED"})
+REDUCE_SCATTER_OPS = frozenset({"REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "REDUCE_SCATTER_TENSOR_COALESCED"})
+
+#: world-size bases that come from the log itself (the others are a guess: the highest rank + 1)
+_STATED_BASES: dict[str, str] = {
+    "stated": "world size stated in the log",
+    "launcher": "world size from the launcher's per-rank summary",
+    "collective sizes": "the group's size from the timed-out collective's NumelIn and NumelOut",
+}
+#: the one wording for ranks of the job the log has no line from
+_NOT_IN_LOG = "not in the log (not pasted, or printed nothing)"
 
 
 class LogRankState(str, enum.Enum):
@@ -161,6 +178,48 @@ class JobSummary:
     #: (rank 3 in ``barrier`` while ranks 0-2 wait in ``all_gather``: it skipped the all_gather)
     ranks_elsewhere: tuple[int, ...] = ()
     elsewhere_reason: str = ""
+    #: ranks with lines of their own in the log (a rank only named by another's message is not covered)
+    ranks_covered: tuple[int, ...] = ()
+    #: the log covers fewer ranks than the job had, or one rank of a job whose size it does not state
+    partial: bool = False
+
+    @property
+    def world_size_stated(self) -> bool:
+        """The world size comes from the log itself, not from the highest rank seen."""
+        return self.world_size_basis in _STATED_BASES
+
+    @property
+    def ranks_absent(self) -> tuple[int, ...]:
+        """Ranks of the job (as far as the log tells its size) with no line in the log."""
+        if self.world_size is None or not self.ranks_covered:
+            return ()
+        return tuple(r for r in range(self.world_size) if r not in self.ranks_covered)
+
+    def not_in_log(self) -> str:
+        """``'ranks 0-2, 4-7 are not in the log (not pasted, or printed nothing)'``: how every part of
+        the report names :attr:`ranks_absent` (``''`` when none is)."""
+        absent = self.ranks_absent
+        if not absent:
+            return ""
+        return f"{_who(absent)} {'is' if len(absent) == 1 else 'are'} {_NOT_IN_LOG}"
+
+    @property
+    def coverage(self) -> str:
+        """Which ranks the log covers, of how many, and on what the count rests (one sentence)."""
+        covered, world = self.ranks_covered, self.world_size
+        if not covered:
+            size = (f"the job had {world} ranks ({_STATED_BASES[self.world_size_basis]})" if self.world_size_stated
+                    else "the log does not state the world size")
+            return f"No line of this log says which rank printed it; {size}."
+        if self.world_size_stated:
+            if not self.ranks_absent:
+                return f"This log covers {_all_of(covered, world)} ({_STATED_BASES[self.world_size_basis]})."
+            return (f"This log covers {_who(covered)} of {world} ({_STATED_BASES[self.world_size_basis]}); "
+                    f"{self.not_in_log()}.")
+        if not self.ranks_absent:
+            return f"This log covers {_who(covered)}; the log does not state the world size."
+        return (f"This log covers {_who(covered)}; the log does not state the world size (at least {world}): "
+                f"{self.not_in_log()}.")
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict (the ``summary`` of ``triage --json``)."""
@@ -174,6 +233,10 @@ class JobSummary:
             "n_events_kept": self.n_events_kept,
             "ranks_reported": list(self.ranks_reported),
             "ranks_seen": list(self.ranks_seen),
+            "ranks_covered": list(self.ranks_covered),
+            "ranks_absent": list(self.ranks_absent),
+            "partial": self.partial,
+            "coverage": self.coverage,
             "world_size": self.world_size,
             "world_size_basis": self.world_size_basis,
             "ranks_missing": list(self.ranks_missing),
@@ -249,20 +312,26 @@ def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = 
     reported = list(tally.failure_ranks)
     seen = sorted({r for r, _ in tally.events_per_rank} | set(tally.named_ranks))
 
-    # world size: stated > launcher summary > highest rank + 1
+    timeouts = [e for e in events if e.kind is EventKind.COLLECTIVE_TIMEOUT]
+    covered = tuple(r for r, _ in tally.events_per_rank)
+
+    # world size: stated > launcher summary > collective sizes > highest rank + 1
     launcher = set(tally.launcher_ranks)
+    highest = max(seen) + 1 if seen else 0
+    group = _group_size(timeouts)
     if tally.stated_world_size is not None:
         world, basis = tally.stated_world_size, "stated"
-    elif launcher and max(launcher) + 1 >= (max(seen) + 1 if seen else 0):
+    elif launcher and max(launcher) + 1 >= highest:
         world, basis = max(launcher) + 1, "launcher"
+    elif group is not None and group >= highest:
+        world, basis = group, "collective sizes"
     elif seen:
-        world, basis = max(seen) + 1, "highest rank + 1"
+        world, basis = highest, "highest rank + 1"
     else:
         world, basis = None, "unknown"
     missing = tuple(r for r in range(world) if r not in reported) if world is not None and reported else ()
 
     # the failing collective: the most common (seq, op) among collective timeouts
-    timeouts = [e for e in events if e.kind is EventKind.COLLECTIVE_TIMEOUT]
     failed_seq = _mode([e.seq_num for e in timeouts])
     op_pool = [e for e in timeouts if failed_seq is None or e.seq_num == failed_seq] or timeouts
     failed_op = _mode([e.op_type for e in op_pool])
@@ -389,7 +458,32 @@ def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = 
         elsewhere_reason=elsewhere_reason,
         per_rank=tuple(rows),
         unranked_failures=tally.unranked_failures,
+        ranks_covered=covered,
+        partial=_is_partial(covered, world, basis),
     )
+
+
+def _group_size(timeouts: list[Event]) -> int | None:
+    """The group size the timed-out all-gathers / reduce-scatters imply (``NumelOut = NumelIn x size``,
+    and the reverse), the most common one; ``None`` when no such timeout has both sizes."""
+    sizes = []
+    for e in timeouts:
+        if not (e.numel_in and e.numel_out):
+            continue
+        big, small = ((e.numel_out, e.numel_in) if e.op_type in ALLGATHER_OPS
+                      else (e.numel_in, e.numel_out) if e.op_type in REDUCE_SCATTER_OPS else (0, 1))
+        if big >= 2 * small and big % small == 0:
+            sizes.append(big // small)
+    return _mode(sizes)
+
+
+def _is_partial(covered: tuple[int, ...], world: int | None, basis: str) -> bool:
+    """The log covers fewer ranks than the job had, or one rank's lines of a job of unknown size."""
+    if not covered:
+        return False
+    if basis not in _STATED_BASES and len(covered) == 1:
+        return True
+    return world is not None and len(covered) < world
 
 
 def _ranks_elsewhere(timeouts: list[Event]) -> tuple[tuple[int, ...], str]:
@@ -417,6 +511,18 @@ def _ranks_elsewhere(timeouts: list[Event]) -> tuple[tuple[int, ...], str]:
     where = ", ".join(f"rank {r} in {op_of[r]}" for r in odd)
     return odd, (f"{where} while ranks {_fmt(majority)} waited in {major}: "
                  f"{'it' if len(odd) == 1 else 'they'} did not enter the {major} the others were in")
+
+
+def _who(ranks: tuple[int, ...]) -> str:
+    """``(3,)`` -> ``'rank 3'``, ``(0, 1, 2)`` -> ``'ranks 0-2'``."""
+    if not ranks:
+        return "a rank the log does not name"
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_fmt(ranks)}"
+
+
+def _all_of(covered: tuple[int, ...], world: int | None) -> str:
+    """``'all 4 ranks'`` / ``'rank 0 of 1'``: a log that covers every rank of the job."""
+    return f"rank {covered[0]} of 1" if world == 1 else f"all {world} ranks"
 
 
 def _fmt(ranks: list[int] | tuple[int, ...]) -> str:
