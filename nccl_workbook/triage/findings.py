@@ -6,7 +6,8 @@ the rules before it; it says why a scenario fits, on which ranks, with which con
 fixes it. Confidence is a score in [0, 1] shown as ``high`` (>= 0.8), ``medium`` (>= 0.5) or
 ``low``; the scores are the named constants below. When nothing in the log separates the late rank
 from the ranks that waited for it, the top finding says so plainly (``scenario=None``) and names
-the evidence to collect next.
+the evidence to collect next. When the log is partial (``JobSummary.partial``: it covers fewer
+ranks than the job had), every finding is lowered one level after the rules ran, and says so.
 
 Scenario ids are stable. The notebook of a scenario comes from the scenario registry
 (:func:`nccl_workbook.scenarios.get_scenario`), looked up when asked, so a scenario registered
@@ -22,13 +23,14 @@ Usage::
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from nccl_workbook.triage.events import Backend, Event, EventKind
-from nccl_workbook.triage.job import JobSummary, _fmt
+from nccl_workbook.triage.job import ALLGATHER_OPS, JobSummary, _fmt, _who
 
 __all__ = [
     "Confidence",
@@ -122,7 +124,8 @@ class Finding:
 # evidence: what every rule reads, computed once
 # --------------------------------------------------------------------------------------------
 
-_ALLGATHER_OPS = frozenset({"ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED", "ALLGATHER_INTO_TENSOR_COALESCED"})
+#: ops that reduce a value across ranks: where a scalar metric (loss, grad norm) travels
+_REDUCE_OPS = frozenset({"ALLREDUCE", "ALLREDUCE_COALESCED", "REDUCE"})
 #: at most this many elements: a scalar (loss, metric, barrier's 1-element all-reduce)
 _SCALAR_NUMEL = 16
 #: at least this many elements: gradient buckets
@@ -160,9 +163,8 @@ _NCCL_ERROR_WITH_TIMEOUTS = 0.55
 _RANK0_WORK_BARRIER = 0.75
 _RANK0_WORK_SCALAR = 0.65
 _RANK0_WORK_OTHER = 0.45
-_RANK0_METRIC_BARRIER = 0.35
 _RANK0_METRIC_SCALAR = 0.6
-_RANK0_METRIC_OTHER = 0.35
+_RANK0_METRIC_UNSIZED = 0.35
 _UNEVEN_SIZES_DIFFER = 0.75
 _UNEVEN_LARGE = 0.4
 _UNEVEN = 0.6
@@ -177,6 +179,10 @@ _DECIDES = 0.5
 _CANNOT_DECIDE = 0.3
 _TIMEOUT_SETTING = 0.2
 _NOTHING = 0.1
+#: taken off every score when the log is partial: one level down, high (>= 0.8) to medium and medium
+#: (>= 0.5) to low, since the levels are 0.2 and 0.3 wide; a low score stays low, above the floor
+_PARTIAL_PENALTY = 0.3
+_SCORE_FLOOR = 0.05
 
 _WAIT_KINDS = (EventKind.COLLECTIVE_TIMEOUT, EventKind.PEER_CLOSED, EventKind.MONITORED_BARRIER,
                EventKind.WATCHDOG_STUCK, EventKind.HEARTBEAT)
@@ -194,12 +200,6 @@ def _of(events: Iterable[Event], *kinds: EventKind) -> tuple[Event, ...]:
     return tuple(e for e in events if e.kind in kinds)
 
 
-def _who(ranks: tuple[int, ...]) -> str:
-    if not ranks:
-        return "a rank the log does not name"
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_fmt(ranks)}"
-
-
 def _late_ranks(summary: JobSummary) -> tuple[int, ...]:
     """Ranks the others most likely waited for: named late, behind, or silent."""
     if summary.named_late:
@@ -207,6 +207,20 @@ def _late_ranks(summary: JobSummary) -> tuple[int, ...]:
     if summary.ranks_behind:
         return summary.ranks_behind
     return summary.ranks_missing
+
+
+def _late_clause(summary: JobSummary, ranks: tuple[int, ...], shown: str, role: str = "the late rank") -> str:
+    """How a reason names the ranks it points at: ``shown`` (``{who}`` -> ``'rank 2'``) when the log has
+    lines from each of them; else the one wording for ranks not in the log
+    (:meth:`JobSummary.not_in_log`, the same rank list in every finding) and that ``role`` is likely
+    among them, so a rank missing from a paste is never named as if the log showed it late."""
+    absent = summary.ranks_absent
+    seen = tuple(r for r in ranks if r not in absent)
+    if len(seen) == len(ranks):
+        return shown.format(who=_who(ranks))
+    likely = (f"{role} may be among them" if seen else f"it is likely {role}" if len(absent) == 1
+              else f"one of them is likely {role}")
+    return (shown.format(who=_who(seen)) if seen else "") + f"; {summary.not_in_log()}: {likely}"
 
 
 @dataclass(frozen=True)
@@ -222,8 +236,6 @@ class Evidence:
     first_wait_line: int | None
     #: ranks the others most likely waited for (named late, behind, or silent)
     late: tuple[int, ...]
-    #: "" or a note on how the rank list was found when the log does not state the world size
-    where: str
     open_files: tuple[Event, ...]
     dataloader: tuple[Event, ...]
     mismatches: tuple[Event, ...]
@@ -248,7 +260,6 @@ class Evidence:
     def of(cls, events: Iterable[Event], summary: JobSummary) -> Evidence:
         events = tuple(events)
         waits = _of(events, *_WAIT_KINDS)
-        basis = summary.world_size_basis
         return cls(
             events=events,
             summary=summary,
@@ -257,7 +268,6 @@ class Evidence:
             waiting_ranks=_ranks(waits),
             first_wait_line=min((e.line_no for e in waits), default=None),
             late=_late_ranks(summary),
-            where=f" (log basis for the rank list: {basis})" if basis != "stated" else "",
             open_files=_of(events, EventKind.TOO_MANY_OPEN_FILES),
             dataloader=_of(events, EventKind.DATALOADER_TIMEOUT, EventKind.DATALOADER_WORKER_DIED),
             mismatches=_of(events, EventKind.COLLECTIVE_MISMATCH),
@@ -413,7 +423,7 @@ def _rank_elsewhere(ev: Evidence, _found: Found) -> Iterator[Finding]:
     if not odd:
         return
     op = ev.op or "the collective"
-    skipped_gather = ev.op in _ALLGATHER_OPS
+    skipped_gather = ev.op in ALLGATHER_OPS
     reason = (f"Read together, the ranks' tracebacks put {ev.summary.elsewhere_reason}. {_who(odd).capitalize()} "
               f"skipped the {op} (or ran one collective fewer before it), so every rank waited for a partner "
               "that was somewhere else.")
@@ -528,7 +538,8 @@ def _peer_went_away(ev: Evidence, _found: Found) -> Iterator[Finding]:
         scenario="exception-on-one-rank",
         reason=(f"{_who(_ranks(closed)).capitalize()} saw the connection to a peer close (line {closed[0].line_no}): "
                 f"{closed[0].detail}. The peer exited or destroyed its group"
-                + (f"; the silent/behind rank(s) {_fmt(culprits)} are the likely peer" if culprits else "")
+                + (_late_clause(ev.summary, culprits, "; the likely peer: {who} (silent or behind)", "the peer")
+                   if culprits else "")
                 + ". Its own output (not in this log, or above the first error) says why."),
         fix="Find the first rank that failed and why (its traceback, `dmesg` for an OOM kill); see notebook 03 for failing fast.",
         score=_PEER_GONE_NAMED if culprits else _PEER_GONE,
@@ -753,9 +764,11 @@ def _rank0_late(ev: Evidence, _found: Found) -> Iterator[Finding]:
     is_barrier = op == "BARRIER"
     what = f"{op or 'a collective'}" + (f" (SeqNum {s.failed_seq}" if s.failed_seq is not None else "")
     what += f", NumelIn={numel})" if numel is not None else ")" if s.failed_seq is not None else ""
-    base = (f"Ranks {_fmt(ev.waiting_ranks)} timed out in {what} while rank 0 "
-            + ("reported nothing" if 0 in s.ranks_missing else "was behind")
-            + f"{ev.where}: rank 0 was somewhere else.")
+    if 0 in s.ranks_absent:
+        rank0 = f"; {s.not_in_log()}: if rank 0 is the late one, it was somewhere else."
+    else:
+        rank0 = f" while rank 0 {'reported nothing' if 0 in s.ranks_missing else 'was behind'}: rank 0 was somewhere else."
+    base = f"{_who(ev.waiting_ranks).capitalize()} timed out in {what}{rank0}"
     note = (" NCCL runs barrier() as a 1-element ALLREDUCE, so NumelIn=1 cannot tell a barrier from a scalar "
             "metric all-reduce." if small and not is_barrier else "")
     yield Finding(
@@ -770,6 +783,8 @@ def _rank0_late(ev: Evidence, _found: Found) -> Iterator[Finding]:
         culprit_ranks=(0,),
         evidence_lines=_lines(ev.timeouts),
     )
+    if not _may_carry_a_scalar(op, numel):
+        return
     yield Finding(
         title="A slow metric/logging step on rank 0",
         scenario="slow-metrics-on-rank0",
@@ -777,23 +792,30 @@ def _rank0_late(ev: Evidence, _found: Found) -> Iterator[Finding]:
                "computes or logs something slow (e.g. a norm over every parameter, wandb) fits too." + note,
         fix=("Compute metrics on every rank the same way and reduce them together; move slow logging off the "
              "step (every N steps, async/offline logging)."),
-        score=_RANK0_METRIC_BARRIER if is_barrier else _RANK0_METRIC_SCALAR if small else _RANK0_METRIC_OTHER,
+        score=_RANK0_METRIC_SCALAR if small else _RANK0_METRIC_UNSIZED,
         culprit_ranks=(0,),
         evidence_lines=_lines(ev.timeouts),
     )
 
 
+def _may_carry_a_scalar(op: str | None, numel: int | None) -> bool:
+    """A reduction (or an op the log does not name) of a scalar's size, or of a size it does not say:
+    where a loss or a metric travels. An all-gather, a broadcast or a gradient bucket never fits."""
+    return (op is None or op in _REDUCE_OPS) and (numel is None or numel <= _SCALAR_NUMEL)
+
+
 def _uneven_allgather(ev: Evidence, _found: Found) -> Iterator[Finding]:
     """An all-gather with a missing or behind rank: uneven evaluation shards."""
-    if not (ev.timeouts and ev.op in _ALLGATHER_OPS and ev.late):
+    if not (ev.timeouts and ev.op in ALLGATHER_OPS and ev.late):
         return
     sizes = {e.numel_in for e in ev.timeouts if e.numel_in is not None}
     big = ev.numel is not None and ev.numel > _LARGE_GATHER_NUMEL
     yield Finding(
         title="Uneven work before an all-gather (evaluation)",
         scenario="uneven-eval-allgather",
-        reason=(f"Ranks {_fmt(ev.waiting_ranks) or '?'} timed out in {ev.op} while {_who(ev.late)} did not "
-                f"join{ev.where}. In evaluation this is the signature of uneven shards: one rank has more batches "
+        reason=(f"{_who(ev.waiting_ranks).capitalize()} timed out in {ev.op}"
+                f"{_late_clause(ev.summary, ev.late, ' while {who} did not join')}. In evaluation this is the "
+                "signature of uneven shards: one rank has more batches "
                 "(or an extra step) and the others reach the gather first."
                 + (f" The ranks even disagree on the size ({', '.join(map(str, sorted(sizes)))} elements)."
                    if len(sizes) > 1 else "")
@@ -814,10 +836,12 @@ def _slow_rank(ev: Evidence, _found: Found) -> Iterator[Finding]:
     yield Finding(
         title="One rank much slower in the backward pass",
         scenario="slow-rank-dynamic-shapes",
-        reason=(f"Ranks {_fmt(ev.waiting_ranks)} timed out in a gradient-sized ALLREDUCE (NumelIn={ev.numel}) while "
-                f"{_who(ev.late)} did not get there{ev.where}. With no error on that rank it was slow, not dead: "
-                "per-rank input sizes (sequence length, image size) that vary a lot make one rank's step "
-                "much longer."),
+        reason=(f"{_who(ev.waiting_ranks).capitalize()} timed out in a gradient-sized ALLREDUCE (NumelIn={ev.numel})"
+                f"{_late_clause(ev.summary, ev.late, ' while {who} did not get there')}. "
+                + ("If its output shows no error" if set(ev.late) & set(ev.summary.ranks_absent)
+                   else "With no error on that rank")
+                + " it was slow, not dead: per-rank input sizes (sequence length, image size) that vary a lot make "
+                "one rank's step much longer."),
         fix=("Bucket or cap input sizes so every rank gets similar work per step; measure per-rank step "
              "times (the tracer) to confirm; a longer timeout only hides it."),
         score=_SLOW_RANK,
@@ -939,8 +963,8 @@ def _cannot_decide(ev: Evidence, found: Found) -> Iterator[Finding]:
         reason += (", no rank is missing and none is behind by its watchdog status: the log cannot decide "
                    "which rank was late (or whether the network stalled).")
     else:
-        reason += (f"; {_who(ev.late)} did not report{ev.where}, but nothing in the log says why: the log cannot "
-                   "decide between a hang, a slow rank and a crash on that rank.")
+        reason += (_late_clause(s, ev.late, "; {who} did not report") + ", but nothing in the log says why: "
+                   "the log cannot decide between a hang, a slow rank and a crash on that rank.")
     yield Finding(
         title="The log cannot decide",
         scenario=None,
@@ -1040,8 +1064,21 @@ def rank_causes(events: list[Event] | tuple[Event, ...], summary: JobSummary) ->
     out: list[Finding] = []
     for rule in RULES:
         out.extend(rule.find(evidence, tuple(out)))
+    if summary.partial:
+        out = [_lowered(f, summary) for f in out]
     out.sort(key=lambda f: -f.score)
     return out
+
+
+def _lowered(finding: Finding, summary: JobSummary) -> Finding:
+    """``finding`` one confidence level down (a partial log); its reason says why when the level changed."""
+    lowered = dataclasses.replace(finding, score=max(finding.score - _PARTIAL_PENALTY, _SCORE_FLOOR))
+    if lowered.confidence is finding.confidence:
+        return lowered
+    covered = _who(summary.ranks_covered)
+    extent = (f"{covered} of {summary.world_size}" if summary.world_size_stated
+              else f"{covered} and does not state the world size")
+    return dataclasses.replace(lowered, reason=f"{finding.reason} Confidence lowered: the log covers only {extent}.")
 
 
 def _missing_clients(event: Event) -> str:
