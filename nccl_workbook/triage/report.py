@@ -13,12 +13,14 @@ Usage::
 from __future__ import annotations
 
 import html
+import re
+import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.triage.events import Event, events_frame
 from nccl_workbook.triage.findings import Finding, rank_causes
-from nccl_workbook.triage.job import JobSummary, LogRankState, _fmt, summarize
+from nccl_workbook.triage.job import JobSummary, LogRankState, _fmt, _who, summarize
 from nccl_workbook.triage.parser import read_log
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,6 +28,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = ["TriageReport", "triage_log", "render_text"]
+
+#: the report's text is wrapped at word boundaries to this width (a word longer than a line, such as a
+#: path, is left whole)
+WIDTH = 100
+#: a notebook path in the text (``notebooks/06_uneven_eval_allgather.ipynb``): a link in the HTML form
+_NOTEBOOK_PATH = re.compile(r"notebooks/(\d\d_[\w.-]+?\.ipynb)")
+#: the labels of the report's first lines, padded so their text lines up
+_LABEL_WIDTH = 15
 
 
 @dataclass(frozen=True, repr=False)
@@ -86,7 +96,10 @@ class TriageReport:
         return self.render()
 
     def _repr_html_(self) -> str:
-        return "<pre style='white-space:pre-wrap'>" + html.escape(self.render()) + "</pre>"
+        """The text report, with each notebook it names a link (relative to ``notebooks/``, where the
+        workbook's notebooks, the triage one included, live)."""
+        linked = _NOTEBOOK_PATH.sub(r'<a href="\1">\1</a>', html.escape(self.render()))
+        return "<pre style='white-space:pre-wrap'>" + linked + "</pre>"
 
 
 def triage_log(data: bytes | bytearray | memoryview | str) -> TriageReport:
@@ -135,8 +148,9 @@ def _which_rank(report: TriageReport) -> str:
     bits = []
     if s.ranks_reported:
         bits.append(f"reported: {_fmt(s.ranks_reported)}")
-    if s.ranks_missing:
-        bits.append(f"silent: {_fmt(s.ranks_missing)} (world size {s.world_size}, {s.world_size_basis})")
+    quiet = tuple(r for r in s.ranks_missing if r not in s.ranks_absent + s.ranks_behind + s.named_late)
+    if quiet:
+        bits.append(f"in the log without a failure: {_fmt(quiet)}")
     if s.ranks_behind:
         bits.append(f"behind: {_fmt(s.ranks_behind)} ({s.behind_reason})")
     if s.named_late:
@@ -145,30 +159,44 @@ def _which_rank(report: TriageReport) -> str:
         bits.append(f"first to see the timeout: {_fmt(s.first_detectors)}")
     if s.unranked_failures:
         bits.append(f"{s.unranked_failures} failure line(s) name no rank")
-    culprits = report.culprit_ranks
-    lead = (f"Most likely: rank(s) {_fmt(culprits)}." if culprits else "The log does not name the culprit rank.")
-    return lead + (" " + "; ".join(bits) + "." if bits else "")
+    return _most_likely(report) + (" " + "; ".join(bits) + "." if bits else "")
 
 
-def render_text(report: TriageReport) -> str:
-    """The readable report: what happened, which rank, per-rank table, ranked causes + fixes."""
+def _most_likely(report: TriageReport) -> str:
+    """The lead of "Which rank": the top finding's ranks and confidence; ranks the log has no line
+    from are said to be so, not named as if the log showed them late."""
+    culprits, confidence = report.culprit_ranks, report.top.confidence.value
+    if not culprits:
+        return "The log does not name the culprit rank."
+    absent = report.summary.ranks_absent
+    if not set(culprits) <= set(absent):
+        return f"Most likely: {_who(culprits)} [{confidence}]."
+    if len(culprits) == 1:
+        return f"Most likely: rank {culprits[0]}, which is not in the log [{confidence}]."
+    return f"Most likely: one of ranks {_fmt(culprits)}, which are not in the log [{confidence}]."
+
+
+def render_text(report: TriageReport, width: int = WIDTH) -> str:
+    """The readable report: what happened, which ranks the log covers, which rank, per-rank table,
+    ranked causes + fixes; prose wrapped at word boundaries to ``width``."""
     s = report.summary
     lines = [
-        f"nccl-workbook triage: {s.n_events} events"
-        f" from {len(s.ranks_seen)} rank(s) in {report.n_bytes:,} bytes"
-        + (f" (event cap reached: all counted, details from the first {s.n_events_kept})" if report.truncated
-           else ""),
+        *_wrap(f"nccl-workbook triage: {s.n_events} events"
+               f" from {len(s.ranks_seen)} rank(s) in {report.n_bytes:,} bytes"
+               + (f" (event cap reached: all counted, details from the first {s.n_events_kept})"
+                  if report.truncated else ""), width),
         "",
-        "What happened: " + _what_happened(report),
-        "Which rank:    " + _which_rank(report),
+        *_labelled("What happened:", _what_happened(report), width),
+        *_labelled("In the log:", s.coverage if report.events else "", width),
+        *_labelled("Which rank:", _which_rank(report), width),
     ]
     if s.per_rank:
-        lines += ["", "Per rank:", f"  {'rank':>5}  {'status':<11} {'first':<22} {'line':>6}  {'op':<16} "
+        lines += ["", "Per rank:", f"  {'rank':>5} {'status':<11} {'first':<22} {'line':>6}  {'op':<16} "
                   f"{'seq':>10} {'enqueued':>10} {'completed':>10}"]
         shown = s.per_rank if len(s.per_rank) <= 64 else s.per_rank[:64]
         for r in shown:
             lines.append(
-                f"  {r.rank:>5}  {r.status.value:<11} {(r.first_kind.value if r.first_kind else '-'):<22} "
+                f"  {r.rank:>5} {r.status.value:<11} {(r.first_kind.value if r.first_kind else '-'):<22} "
                 f"{(r.first_line if r.first_line is not None else '-')!s:>6}  {(r.op_type or '-'):<16} "
                 f"{_n(r.seq_num):>10} {_n(r.last_enqueued):>10} {_n(r.last_completed):>10}"
             )
@@ -177,12 +205,31 @@ def render_text(report: TriageReport) -> str:
     lines += ["", "Likely causes (most likely first):"]
     for i, f in enumerate(report.findings, 1):
         where = f" -> {f.notebook_path}" if f.notebook_path else ""
-        lines.append(f"  {i}. [{f.confidence.value}] {f.title} ({f.scenario or 'no scenario'}){where}")
+        lines += _wrap(f"  {i}. [{f.confidence.value}] {f.title} ({f.scenario or 'no scenario'}){where}", width,
+                       indent=_FINDING_INDENT)
         if f.culprit_ranks:
-            lines.append(f"     ranks: {_fmt(f.culprit_ranks)}")
-        lines.append(f"     why: {f.reason}")
-        lines.append(f"     fix: {f.fix}")
+            lines += _wrap(f"{_FINDING_INDENT}ranks: {_fmt(f.culprit_ranks)}", width, indent=_FINDING_INDENT)
+        lines += _wrap(f"{_FINDING_INDENT}why: {f.reason}", width, indent=_FINDING_INDENT)
+        lines += _wrap(f"{_FINDING_INDENT}fix: {f.fix}", width, indent=_FINDING_INDENT)
     return "\n".join(lines) + "\n"
+
+
+#: where a finding's own lines (ranks, why, fix) start
+_FINDING_INDENT = " " * 5
+
+
+def _labelled(label: str, text: str, width: int) -> list[str]:
+    """``'What happened: ...'``, continued under the text (nothing when there is no text)."""
+    if not text:
+        return []
+    return _wrap(label.ljust(_LABEL_WIDTH) + text, width, indent=" " * _LABEL_WIDTH)
+
+
+def _wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """``text`` wrapped at spaces to ``width``, continuation lines starting with ``indent``; a word
+    longer than a line (a path, a hyphenated name) stays whole on a line of its own."""
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False,
+                         drop_whitespace=True) or [""]
 
 
 def _n(value: int | None) -> str:
