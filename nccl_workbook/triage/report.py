@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from nccl_workbook.triage.events import Event, events_frame
 from nccl_workbook.triage.findings import Finding, rank_causes
-from nccl_workbook.triage.job import JobSummary, LogRankState, _fmt, _who, summarize
+from nccl_workbook.triage.job import JobSummary, LogRankState, RankRow, _fmt, _who, summarize
 from nccl_workbook.triage.parser import read_log
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -191,22 +191,16 @@ def render_text(report: TriageReport, width: int = WIDTH) -> str:
         *_labelled("Which rank:", _which_rank(report), width),
     ]
     if s.per_rank:
-        lines += ["", "Per rank:", f"  {'rank':>5} {'status':<11} {'first':<22} {'line':>6}  {'op':<16} "
-                  f"{'seq':>10} {'enqueued':>10} {'completed':>10}"]
-        shown = s.per_rank if len(s.per_rank) <= 64 else s.per_rank[:64]
-        for r in shown:
-            lines.append(
-                f"  {r.rank:>5} {r.status.value:<11} {(r.first_kind.value if r.first_kind else '-'):<22} "
-                f"{(r.first_line if r.first_line is not None else '-')!s:>6}  {(r.op_type or '-'):<16} "
-                f"{_n(r.seq_num):>10} {_n(r.last_enqueued):>10} {_n(r.last_completed):>10}"
-            )
+        shown = s.per_rank if len(s.per_rank) <= _MAX_TABLE_RANKS else s.per_rank[:_MAX_TABLE_RANKS]
+        lines += ["", "Per rank:", *_rank_table(shown, width)]
         if len(s.per_rank) > len(shown):
             lines.append(f"  ... {len(s.per_rank) - len(shown)} more ranks (see --json)")
     lines += ["", "Likely causes (most likely first):"]
     for i, f in enumerate(report.findings, 1):
-        where = f" -> {f.notebook_path}" if f.notebook_path else ""
-        lines += _wrap(f"  {i}. [{f.confidence.value}] {f.title} ({f.scenario or 'no scenario'}){where}", width,
+        lines += _wrap(f"  {i}. [{f.confidence.value}] {f.title} ({f.scenario or 'no scenario'})", width,
                        indent=_FINDING_INDENT)
+        if f.notebook_path:
+            lines += _wrap(f"{_FINDING_INDENT}notebook: {f.notebook_path}", width, indent=_FINDING_INDENT)
         if f.culprit_ranks:
             lines += _wrap(f"{_FINDING_INDENT}ranks: {_fmt(f.culprit_ranks)}", width, indent=_FINDING_INDENT)
         lines += _wrap(f"{_FINDING_INDENT}why: {f.reason}", width, indent=_FINDING_INDENT)
@@ -234,3 +228,31 @@ def _wrap(text: str, width: int, indent: str = "") -> list[str]:
 
 def _n(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+#: the per-rank table shows this many ranks (the rest are in --json)
+_MAX_TABLE_RANKS = 64
+#: the table's columns: header, right-aligned
+_COLUMNS = (("rank", True), ("status", False), ("first", False), ("line", True), ("op", False), ("seq", True),
+            ("enqueued", True), ("completed", True))
+_OP_COLUMN = 4
+_GAP = "  "
+
+
+def _rank_table(rows: tuple[RankRow, ...], width: int) -> list[str]:
+    """The per-rank table, each column as wide as its widest cell; when that is wider than ``width``,
+    the op column is narrowed and its longest names end in '…'."""
+    cells = [(str(r.rank), r.status.value, r.first_kind.value if r.first_kind else "-", _n(r.first_line),
+              r.op_type or "-", _n(r.seq_num), _n(r.last_enqueued), _n(r.last_completed)) for r in rows]
+    widths = [max(len(header), *(len(c[i]) for c in cells)) for i, (header, _) in enumerate(_COLUMNS)]
+    excess = len(_GAP) * len(widths) + sum(widths) - width
+    if excess > 0:
+        widths[_OP_COLUMN] = max(len("op"), widths[_OP_COLUMN] - excess)
+    return [_GAP + _GAP.join(_cell(text, w, right) for text, w, (_, right) in zip(row, widths, _COLUMNS))
+            for row in [tuple(h for h, _ in _COLUMNS), *cells]]
+
+
+def _cell(text: str, width: int, right: bool) -> str:
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return text.rjust(width) if right else text.ljust(width)

@@ -39,7 +39,7 @@ def test_triage_cli_text_report_from_file():
     assert "What happened: ALLREDUCE (SeqNum 6764, NumelIn=1, timeout 600 s) failed on rank(s) 1-3." in out
     assert "In the log:    This log covers all 4 ranks (world size from the launcher's per-rank summary)." in out
     assert "Most likely: rank 0 [medium]." in out
-    assert "-> notebooks/01_rank0_work_before_barrier.ipynb" in out
+    assert "\n     notebook: notebooks/01_rank0_work_before_barrier.ipynb\n" in out
 
 
 def test_triage_cli_json_contract_from_stdin():
