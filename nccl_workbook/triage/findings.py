@@ -755,7 +755,8 @@ def _nccl_error(ev: Evidence, _found: Found) -> Iterator[Finding]:
 
 
 def _rank0_late(ev: Evidence, _found: Found) -> Iterator[Finding]:
-    """The classic: every other rank waited for rank 0. Two scenarios fit; the op decides which leads."""
+    """The classic: every other rank waited for rank 0. Two scenarios fit; the op and its size decide which
+    leads, and whether a scalar metric fits at all (only a reduction of a scalar, or of an unknown size)."""
     s = ev.summary
     if not (ev.timeouts and 0 in ev.late and 0 not in ev.waiting_ranks):
         return
@@ -767,7 +768,8 @@ def _rank0_late(ev: Evidence, _found: Found) -> Iterator[Finding]:
     if 0 in s.ranks_absent:
         rank0 = f"; {s.not_in_log()}: if rank 0 is the late one, it was somewhere else."
     else:
-        rank0 = f" while rank 0 {'reported nothing' if 0 in s.ranks_missing else 'was behind'}: rank 0 was somewhere else."
+        state = "reported nothing" if 0 in s.ranks_missing else "was behind"
+        rank0 = f" while rank 0 {state}: rank 0 was somewhere else."
     base = f"{_who(ev.waiting_ranks).capitalize()} timed out in {what}{rank0}"
     note = (" NCCL runs barrier() as a 1-element ALLREDUCE, so NumelIn=1 cannot tell a barrier from a scalar "
             "metric all-reduce." if small and not is_barrier else "")
