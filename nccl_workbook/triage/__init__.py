@@ -7,7 +7,8 @@ Three steps, each usable alone:
    pg_id, pg_name, last_enqueued, last_completed`` + ``line``/``line_no``), :func:`events_frame`
    for a tidy DataFrame;
 2. :func:`summarize` — the job-level reading (:class:`JobSummary`): ranks reported, missing,
-   behind, the failing op, the earliest failure;
+   behind, which ranks the log covers (``partial`` when fewer than the job had), the failing op,
+   the earliest failure;
 3. :func:`rank_causes` — ranked :class:`Finding` objects pointing at scenario notebooks
    (from the scenario registry, :func:`notebook_for`), with reasons, confidence and the fix.
 
