@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nccl_workbook.triage.events import FAILURE_KINDS, Event, EventKind, LogTally, TallyBuilder
+from nccl_workbook.triage.events import FAILURE_KINDS, Event, EventKind, LogTally, SiteKind, TallyBuilder
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -53,6 +53,9 @@ class LogRankState(str, enum.Enum):
     STUCK = "stuck"
     #: the store / rendezvous timed out, or a connection could not be set up
     STORE = "store"
+    #: stopped from outside (Ctrl-C, the launcher's signal) before anything failed on it: its
+    #: traceback shows where it was (``RankRow.site``)
+    INTERRUPTED = "interrupted"
     #: reported no failure, and its watchdog status shows it never reached the failing collective
     BEHIND = "behind"
     #: part of the job but reported no failure
@@ -68,6 +71,7 @@ _STATUS_OF_KIND: dict[EventKind, LogRankState] = {
     EventKind.HEARTBEAT: LogRankState.STUCK,
     EventKind.STORE_TIMEOUT: LogRankState.STORE,
     EventKind.CONNECT_FAILED: LogRankState.STORE,
+    EventKind.INTERRUPTED: LogRankState.INTERRUPTED,
 }
 
 # kinds that say "this rank itself went wrong" (as opposed to waiting for someone)
@@ -107,6 +111,8 @@ class RankRow:
     last_completed: int | None
     n_events: int
     detail: str
+    #: where the rank's last traceback puts it: ``data: loader.py:12 in __getitem__`` (or None)
+    site: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -124,6 +130,7 @@ class RankRow:
             "last_completed": self.last_completed,
             "n_events": self.n_events,
             "detail": self.detail,
+            "site": self.site,
         }
 
 
@@ -158,9 +165,13 @@ class JobSummary:
     #: ``MAX_EVENTS`` of the log; below ``n_events`` when the log had more
     n_events_kept: int = 0
     #: ranks whose traceback puts them in another collective than most of the ranks that waited
-    #: (rank 3 in ``barrier`` while ranks 0-2 wait in ``all_gather``: it skipped the all_gather)
+    #: (rank 3 in ``barrier`` while ranks 0-2 wait in ``all_gather``: it skipped the all_gather),
+    #: or in data loading / their own code while the others were inside a collective
     ranks_elsewhere: tuple[int, ...] = ()
     elsewhere_reason: str = ""
+    #: where the ranks elsewhere were: ``collective`` (another collective), ``data`` (loading
+    #: data) or ``code`` (their own code), from their tracebacks; ``""`` when none
+    elsewhere_kind: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict (the ``summary`` of ``triage --json``)."""
@@ -188,6 +199,7 @@ class JobSummary:
             "named_late": list(self.named_late),
             "ranks_elsewhere": list(self.ranks_elsewhere),
             "elsewhere_reason": self.elsewhere_reason,
+            "elsewhere_kind": self.elsewhere_kind,
             "unranked_failures": self.unranked_failures,
             "per_rank": [row.to_json() for row in self.per_rank],
         }
@@ -316,7 +328,11 @@ def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = 
     detectors = sorted({r for e in events if e.kind is EventKind.FLIGHT_RECORDER for r in e.named_ranks})
     named_late = sorted({r for e in events if e.kind in (EventKind.MONITORED_BARRIER, EventKind.DESYNC_REPORT)
                          for r in e.named_ranks})
+    sites = _last_sites(events)
     elsewhere, elsewhere_reason = _ranks_elsewhere(timeouts)
+    elsewhere_kind = SiteKind.COLLECTIVE.value if elsewhere else ""
+    if not elsewhere:
+        elsewhere, elsewhere_reason, elsewhere_kind = _ranks_outside_collectives(events, sites, failed_op)
 
     rows: list[RankRow] = []
     by_rank: dict[int, list[Event]] = {}
@@ -365,6 +381,7 @@ def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = 
                 last_completed=stat.last_completed if stat else None,
                 n_events=counts.get(rank, 0),
                 detail=detail,
+                site=f"{sites[rank][0].value}: {sites[rank][1]}" if rank in sites else None,
             )
         )
 
@@ -387,6 +404,7 @@ def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = 
         named_late=tuple(named_late),
         ranks_elsewhere=elsewhere,
         elsewhere_reason=elsewhere_reason,
+        elsewhere_kind=elsewhere_kind,
         per_rank=tuple(rows),
         unranked_failures=tally.unranked_failures,
     )
@@ -417,6 +435,47 @@ def _ranks_elsewhere(timeouts: list[Event]) -> tuple[tuple[int, ...], str]:
     where = ", ".join(f"rank {r} in {op_of[r]}" for r in odd)
     return odd, (f"{where} while ranks {_fmt(majority)} waited in {major}: "
                  f"{'it' if len(odd) == 1 else 'they'} did not enter the {major} the others were in")
+
+
+def _last_sites(events: list[Event]) -> dict[int, tuple[SiteKind, str]]:
+    """rank -> where its last traceback in the log puts it."""
+    sites: dict[int, tuple[SiteKind, str]] = {}
+    for e in events:
+        if e.rank is not None and e.site_kind is not None and e.site is not None:
+            sites[e.rank] = (e.site_kind, e.site)
+    return sites
+
+
+_SITE_WORDS = {SiteKind.DATA: "loading data", SiteKind.CODE: "in its own code"}
+
+
+def _ranks_outside_collectives(events: list[Event], sites: dict[int, tuple[SiteKind, str]],
+                               op: str | None) -> tuple[tuple[int, ...], str, str]:
+    """Ranks whose traceback puts them in data loading or their own code while other ranks were
+    inside a collective (Ctrl-C on a hung job prints every rank's traceback; a rank that raised
+    has one too): they had not reached the collective the others waited in.
+
+    Returns the ranks, the reason, and ``"data"`` / ``"code"`` (what most of them were doing).
+    """
+    waited = {e.rank for e in events if e.rank is not None and e.kind in _WAIT_WITH_OP and e.op_type}
+    inside = {r for r, (kind, _) in sites.items() if kind is SiteKind.COLLECTIVE}
+    inside |= {r for r in waited if r not in sites}
+    outside = tuple(sorted(r for r, (kind, _) in sites.items() if kind is not SiteKind.COLLECTIVE and r not in waited))
+    if not outside or not inside:
+        return (), "", ""
+    where = ", ".join(f"rank {r} {_SITE_WORDS[sites[r][0]]} ({sites[r][1]})" for r in outside)
+    kinds = Counter(sites[r][0] for r in outside)
+    kind = SiteKind.DATA if kinds[SiteKind.DATA] >= kinds[SiteKind.CODE] else SiteKind.CODE
+    return outside, (f"{where} while {_who_waited(sorted(inside))} inside {op or 'a collective'}: "
+                     f"{'it' if len(outside) == 1 else 'they'} had not reached the collective the others "
+                     "waited in"), kind.value
+
+
+_WAIT_WITH_OP = frozenset({EventKind.COLLECTIVE_TIMEOUT, EventKind.PEER_CLOSED})
+
+
+def _who_waited(ranks: list[int]) -> str:
+    return f"rank {ranks[0]} was" if len(ranks) == 1 else f"ranks {_fmt(ranks)} were"
 
 
 def _fmt(ranks: list[int] | tuple[int, ...]) -> str:
