@@ -34,6 +34,7 @@ __all__ = [
     "Backend",
     "EventKind",
     "Event",
+    "SiteKind",
     "FAILURE_KINDS",
     "LogTally",
     "TallyBuilder",
@@ -100,6 +101,20 @@ class EventKind(str, enum.Enum):
     PYTHON_EXCEPTION = "python_exception"
     #: the launcher reports a rank's process exit (torchrun failure summary, ``exitcode``)
     PROCESS_EXIT = "process_exit"
+    #: a process was stopped from outside (``KeyboardInterrupt`` after Ctrl-C, the launcher's
+    #: ``SignalException``): its traceback shows where that rank was at that moment (``site``)
+    INTERRUPTED = "interrupted"
+
+
+class SiteKind(str, enum.Enum):
+    """Where a rank's Python traceback puts it (read from its frames)."""
+
+    #: inside ``torch.distributed`` (a collective, or waiting for one)
+    COLLECTIVE = "collective"
+    #: inside ``torch.utils.data`` (the DataLoader, its dataset or sampler)
+    DATA = "data"
+    #: in the program's own code, outside both
+    CODE = "code"
 
 
 #: kinds that mean something went wrong on the rank that printed them (the others are context:
@@ -124,6 +139,7 @@ FAILURE_KINDS: frozenset[EventKind] = frozenset(
         EventKind.CUDA_ERROR,
         EventKind.UNUSED_PARAMETERS,
         EventKind.PYTHON_EXCEPTION,
+        EventKind.INTERRUPTED,
     }
 )
 
@@ -176,12 +192,17 @@ class Event:
     detail: str = ""
     #: the glog / launcher timestamp as printed (``E1206 18:44:12.715298746``), for reading only
     timestamp: str | None = None
+    #: where the rank's Python traceback puts it, when the message ends one (see :class:`SiteKind`)
+    site_kind: SiteKind | None = None
+    #: the innermost frame of the program's own code in that traceback (``train.py:88 in evaluate``)
+    site: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict with every field (enums as their string values)."""
         out = asdict(self)
         out["backend"] = self.backend.value
         out["kind"] = self.kind.value
+        out["site_kind"] = self.site_kind.value if self.site_kind else None
         out["named_ranks"] = list(self.named_ranks)
         return out
 
@@ -249,7 +270,7 @@ class TallyBuilder:
                     self.first_failures[rank] = event
             if event.kind is EventKind.PROCESS_EXIT:
                 self.launcher.add(rank)
-        elif failure:
+        elif failure and event.kind is not EventKind.INTERRUPTED:  # the launcher's own signal
             self.unranked_failures += 1
         if event.named_ranks:
             self.named.update(event.named_ranks)
@@ -296,7 +317,8 @@ _INT_COLUMNS = (
     "world_size",
     "arrived",
 )
-_STRING_COLUMNS = ("backend", "kind", "op_type", "pg_name", "line", "detail", "timestamp", "store_key", "address")
+_STRING_COLUMNS = ("backend", "kind", "op_type", "pg_name", "line", "detail", "timestamp", "store_key", "address",
+                   "site_kind", "site")
 
 
 def events_frame(events: list[Event] | tuple[Event, ...]) -> pd.DataFrame:

@@ -417,10 +417,50 @@ def _timeouts_disagree(ev: Evidence, _found: Found) -> Iterator[Finding]:
     )
 
 
+_OUTSIDE_READINGS = {
+    # what the odd ranks were doing -> (title, scenario, why, fix), the most likely reading first
+    "data": (
+        ("A rank was still loading data while the others waited in a collective", "dataloader-stall",
+         " Its input pipeline was slow or stuck (a slow or remote file system, a DataLoader worker that hangs, "
+         "a dataset that blocks on a lock or a download).",
+         "Find why that rank's data is slow (py-spy its DataLoader workers, check the file system); give the "
+         "DataLoader a `timeout=` well below the group's timeout so a stalled read fails on its own rank, with "
+         "its own traceback."),
+    ),
+    "code": (
+        ("A rank was running its own code while the others waited in a collective", "rank0-work-before-barrier",
+         " Work that only some ranks do (evaluation, sampling, logging, a checkpoint written by one rank) keeps "
+         "them away from the next collective, the others wait there until the timeout.",
+         "Make the others wait for it with a timeout that fits (a side group with a long timeout, or "
+         "`nccl_workbook.fixes` for rank-0 work), or share the work across ranks; see the notebook."),
+        ("A rank was slower than the others in the same work", "slow-rank-dynamic-shapes",
+         " If every rank runs that code, the rank is slow at it (larger inputs, a slower device).",
+         "Compare step times per rank; bucket or pad inputs so ranks do similar work."),
+    ),
+}
+
+
+def _rank_outside(ev: Evidence) -> Iterator[Finding]:
+    """Ranks whose tracebacks show them in data loading or their own code while others waited."""
+    odd = ev.summary.ranks_elsewhere
+    interrupted = _of(ev.events, EventKind.INTERRUPTED)
+    stopped = (f" The job was stopped from outside (line {interrupted[0].line_no}: {interrupted[0].detail}); "
+               "the tracebacks printed then show where each rank was." if interrupted else "")
+    reason = f"Read together, the ranks' tracebacks put {ev.summary.elsewhere_reason}.{stopped}"
+    for index, (title, scenario, why, fix) in enumerate(_OUTSIDE_READINGS[ev.summary.elsewhere_kind]):
+        yield Finding(title=title, scenario=scenario, reason=reason + why, fix=fix,
+                      score=_ELSEWHERE if index == 0 else _ELSEWHERE_OTHER_SCENARIO, culprit_ranks=odd,
+                      evidence_lines=_lines(_of(ev.events, *_WAIT_KINDS, EventKind.INTERRUPTED)))
+
+
 def _rank_elsewhere(ev: Evidence, _found: Found) -> Iterator[Finding]:
-    """The ranks' tracebacks disagree: one rank waits in another collective than the rest."""
+    """The ranks' tracebacks disagree: one rank waits in another collective than the rest, or is in
+    data loading / its own code while the others wait in a collective."""
     odd = ev.summary.ranks_elsewhere
     if not odd:
+        return
+    if ev.summary.elsewhere_kind in _OUTSIDE_READINGS:
+        yield from _rank_outside(ev)
         return
     op = ev.op or "the collective"
     skipped_gather = ev.op in ALLGATHER_OPS

@@ -11,9 +11,9 @@ job-level reading looks at what is absent as much as at what is present:
   otherwise is the highest rank seen + 1, so a silent rank above every reporting rank cannot be
   seen: the summary says which basis it used;
 - ``ranks_covered``: ranks with lines of their own in the log; ``ranks_absent`` the ranks of the
-  job with none (not pasted, or they printed nothing), ``partial`` whether the log covers fewer
-  ranks than the job had (or one rank of a job whose size it does not state), ``coverage`` the
-  sentence that says so;
+  job with none (not pasted, or they printed nothing), ``partial`` whether the log looks like a
+  part of the job's output (one rank's lines, or at most half of its ranks; a silent rank among
+  many that reported is evidence, not a gap), ``coverage`` the sentence that says so;
 - ``ranks_behind``: ranks whose watchdog status shows they never enqueued the failing collective
   (``last enqueued work`` below the failing sequence number), or that timed out at a lower
   sequence number than the others in the same group (they issued fewer collectives);
@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nccl_workbook.triage.events import FAILURE_KINDS, Event, EventKind, LogTally, TallyBuilder
+from nccl_workbook.triage.events import FAILURE_KINDS, Event, EventKind, LogTally, SiteKind, TallyBuilder
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -70,6 +70,9 @@ class LogRankState(str, enum.Enum):
     STUCK = "stuck"
     #: the store / rendezvous timed out, or a connection could not be set up
     STORE = "store"
+    #: stopped from outside (Ctrl-C, the launcher's signal) before anything failed on it: its
+    #: traceback shows where it was (``RankRow.site``)
+    INTERRUPTED = "interrupted"
     #: reported no failure, and its watchdog status shows it never reached the failing collective
     BEHIND = "behind"
     #: part of the job but reported no failure
@@ -85,6 +88,7 @@ _STATUS_OF_KIND: dict[EventKind, LogRankState] = {
     EventKind.HEARTBEAT: LogRankState.STUCK,
     EventKind.STORE_TIMEOUT: LogRankState.STORE,
     EventKind.CONNECT_FAILED: LogRankState.STORE,
+    EventKind.INTERRUPTED: LogRankState.INTERRUPTED,
 }
 
 # kinds that say "this rank itself went wrong" (as opposed to waiting for someone)
@@ -124,6 +128,8 @@ class RankRow:
     last_completed: int | None
     n_events: int
     detail: str
+    #: where the rank's last traceback puts it: ``data: loader.py:12 in __getitem__`` (or None)
+    site: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -141,6 +147,7 @@ class RankRow:
             "last_completed": self.last_completed,
             "n_events": self.n_events,
             "detail": self.detail,
+            "site": self.site,
         }
 
 
@@ -175,12 +182,16 @@ class JobSummary:
     #: ``MAX_EVENTS`` of the log; below ``n_events`` when the log had more
     n_events_kept: int = 0
     #: ranks whose traceback puts them in another collective than most of the ranks that waited
-    #: (rank 3 in ``barrier`` while ranks 0-2 wait in ``all_gather``: it skipped the all_gather)
+    #: (rank 3 in ``barrier`` while ranks 0-2 wait in ``all_gather``: it skipped the all_gather),
+    #: or in data loading / their own code while the others were inside a collective
     ranks_elsewhere: tuple[int, ...] = ()
     elsewhere_reason: str = ""
+    #: where the ranks elsewhere were: ``collective`` (another collective), ``data`` (loading
+    #: data) or ``code`` (their own code), from their tracebacks; ``""`` when none
+    elsewhere_kind: str = ""
     #: ranks with lines of their own in the log (a rank only named by another's message is not covered)
     ranks_covered: tuple[int, ...] = ()
-    #: the log covers fewer ranks than the job had, or one rank of a job whose size it does not state
+    #: the log looks like a part of the job's output (see :func:`_is_partial`)
     partial: bool = False
 
     @property
@@ -251,6 +262,7 @@ class JobSummary:
             "named_late": list(self.named_late),
             "ranks_elsewhere": list(self.ranks_elsewhere),
             "elsewhere_reason": self.elsewhere_reason,
+            "elsewhere_kind": self.elsewhere_kind,
             "unranked_failures": self.unranked_failures,
             "per_rank": [row.to_json() for row in self.per_rank],
         }
@@ -385,7 +397,11 @@ def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = 
     detectors = sorted({r for e in events if e.kind is EventKind.FLIGHT_RECORDER for r in e.named_ranks})
     named_late = sorted({r for e in events if e.kind in (EventKind.MONITORED_BARRIER, EventKind.DESYNC_REPORT)
                          for r in e.named_ranks})
+    sites = _last_sites(events)
     elsewhere, elsewhere_reason = _ranks_elsewhere(timeouts)
+    elsewhere_kind = SiteKind.COLLECTIVE.value if elsewhere else ""
+    if not elsewhere:
+        elsewhere, elsewhere_reason, elsewhere_kind = _ranks_outside_collectives(events, sites, failed_op)
 
     rows: list[RankRow] = []
     by_rank: dict[int, list[Event]] = {}
@@ -434,6 +450,7 @@ def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = 
                 last_completed=stat.last_completed if stat else None,
                 n_events=counts.get(rank, 0),
                 detail=detail,
+                site=f"{sites[rank][0].value}: {sites[rank][1]}" if rank in sites else None,
             )
         )
 
@@ -456,6 +473,7 @@ def summarize(events: list[Event] | tuple[Event, ...], tally: LogTally | None = 
         named_late=tuple(named_late),
         ranks_elsewhere=elsewhere,
         elsewhere_reason=elsewhere_reason,
+        elsewhere_kind=elsewhere_kind,
         per_rank=tuple(rows),
         unranked_failures=tally.unranked_failures,
         ranks_covered=covered,
@@ -478,12 +496,19 @@ def _group_size(timeouts: list[Event]) -> int | None:
 
 
 def _is_partial(covered: tuple[int, ...], world: int | None, basis: str) -> bool:
-    """The log covers fewer ranks than the job had, or one rank's lines of a job of unknown size."""
+    """The log looks like a part of the job's output: one rank's lines (of a job with more ranks or
+    of unknown size), or at most half of the job's ranks without a launcher summary of them all.
+
+    One or two silent ranks among many that reported are not a partial log: silence is evidence
+    (the late rank is often the one that printed nothing), and the full log of a job shows it.
+    """
     if not covered:
         return False
-    if basis not in _STATED_BASES and len(covered) == 1:
-        return True
-    return world is not None and len(covered) < world
+    if len(covered) == 1:
+        return world != 1 or basis not in _STATED_BASES  # a job of one rank only when the log says so
+    if world is None or basis == "launcher":
+        return False
+    return 2 * len(covered) <= world
 
 
 def _ranks_elsewhere(timeouts: list[Event]) -> tuple[tuple[int, ...], str]:
@@ -523,6 +548,47 @@ def _who(ranks: tuple[int, ...]) -> str:
 def _all_of(covered: tuple[int, ...], world: int | None) -> str:
     """``'all 4 ranks'`` / ``'rank 0 of 1'``: a log that covers every rank of the job."""
     return f"rank {covered[0]} of 1" if world == 1 else f"all {world} ranks"
+
+
+def _last_sites(events: list[Event]) -> dict[int, tuple[SiteKind, str]]:
+    """rank -> where its last traceback in the log puts it."""
+    sites: dict[int, tuple[SiteKind, str]] = {}
+    for e in events:
+        if e.rank is not None and e.site_kind is not None and e.site is not None:
+            sites[e.rank] = (e.site_kind, e.site)
+    return sites
+
+
+_SITE_WORDS = {SiteKind.DATA: "loading data", SiteKind.CODE: "in its own code"}
+
+
+def _ranks_outside_collectives(events: list[Event], sites: dict[int, tuple[SiteKind, str]],
+                               op: str | None) -> tuple[tuple[int, ...], str, str]:
+    """Ranks whose traceback puts them in data loading or their own code while other ranks were
+    inside a collective (Ctrl-C on a hung job prints every rank's traceback; a rank that raised
+    has one too): they had not reached the collective the others waited in.
+
+    Returns the ranks, the reason, and ``"data"`` / ``"code"`` (what most of them were doing).
+    """
+    waited = {e.rank for e in events if e.rank is not None and e.kind in _WAIT_WITH_OP and e.op_type}
+    inside = {r for r, (kind, _) in sites.items() if kind is SiteKind.COLLECTIVE}
+    inside |= {r for r in waited if r not in sites}
+    outside = tuple(sorted(r for r, (kind, _) in sites.items() if kind is not SiteKind.COLLECTIVE and r not in waited))
+    if not outside or not inside:
+        return (), "", ""
+    where = ", ".join(f"rank {r} {_SITE_WORDS[sites[r][0]]} ({sites[r][1]})" for r in outside)
+    kinds = Counter(sites[r][0] for r in outside)
+    kind = SiteKind.DATA if kinds[SiteKind.DATA] >= kinds[SiteKind.CODE] else SiteKind.CODE
+    return outside, (f"{where} while {_who_waited(sorted(inside))} inside {op or 'a collective'}: "
+                     f"{'it' if len(outside) == 1 else 'they'} had not reached the collective the others "
+                     "waited in"), kind.value
+
+
+_WAIT_WITH_OP = frozenset({EventKind.COLLECTIVE_TIMEOUT, EventKind.PEER_CLOSED})
+
+
+def _who_waited(ranks: list[int]) -> str:
+    return f"rank {ranks[0]} was" if len(ranks) == 1 else f"ranks {_fmt(ranks)} were"
 
 
 def _fmt(ranks: list[int] | tuple[int, ...]) -> str:

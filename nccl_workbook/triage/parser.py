@@ -66,12 +66,12 @@ import enum
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from dataclasses import MISSING, dataclass, replace
+from dataclasses import MISSING, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from typing import NamedTuple
 
 from nccl_workbook.ops import op_or_none
-from nccl_workbook.triage.events import Backend, Event, EventKind, LogTally, TallyBuilder
+from nccl_workbook.triage.events import Backend, Event, EventKind, LogTally, SiteKind, TallyBuilder
 
 __all__ = ["parse_log", "read_log", "ParsedLog", "normalize_text", "iter_records", "Record", "Anchor", "ANCHORS",
            "MAX_EVENTS"]
@@ -423,6 +423,21 @@ class _State:
     root_cause_pending: bool = False
     #: the last [rankN]: prefix seen at the start of a record: (rank, line)
     prefix_rank: tuple[int, int] | None = None
+    #: rank key -> the frames of the Python traceback it is printing (see :class:`_Stack`)
+    stacks: dict[int | None, _Stack] = field(default_factory=dict)
+
+
+@dataclass
+class _Stack:
+    """The frames of one traceback as they are printed: ``(path, line, function)``, innermost last
+    (``Traceback (most recent call last)``) or first (faulthandler's ``(most recent call first)``)."""
+
+    start_line: int
+    newest_first: bool
+    frames: list[tuple[str, int, str]] = field(default_factory=list)
+
+    def innermost_last(self) -> list[tuple[str, int, str]]:
+        return self.frames[::-1] if self.newest_first else self.frames
 
 
 def _frame_op(state: _State, rank: int | None, line_no: int) -> str | None:
@@ -439,6 +454,70 @@ def _update_frames(state: _State, text: str, rank: int | None, line_no: int) -> 
         op = op_or_none(name)
         if op is not None:
             state.frames[rank] = (op, line_no)
+
+
+# a Python stack: where each rank was when its traceback was printed
+_TB_FRAME = re.compile(r'File "([^"\n]{1,400})", line (\d{1,7}),? in ([\w<>.]{1,80})')
+_TB_START = "Traceback (most recent call last)"
+_FH_START = "(most recent call first)"
+#: the frames kept of one traceback (a deep recursion prints thousands)
+_MAX_FRAMES = 64
+#: how many physical lines after its first line a traceback still describes the event that ends it
+_STACK_LINES = 400
+# a bare ``KeyboardInterrupt`` line, the last line of the traceback of a rank stopped by Ctrl-C
+_INTERRUPT = re.compile(r"(?:^|\]:?)\s{0,8}KeyboardInterrupt\s*$")
+#: frames of these files are the launcher's or the library's, not the program's
+_LIBRARY_PATHS = ("site-packages", "dist-packages", "/lib/python3", "<frozen", "/usr/lib/")
+_LAUNCHER_PATHS = ("/torch/distributed/elastic/", "/torch/distributed/run.py", "/torch/distributed/launcher/")
+
+
+def _update_stack(state: _State, text: str, rank: int | None, line_no: int) -> None:
+    """Follow the traceback a rank is printing: a new one starts, or one more frame."""
+    if _TB_START in text or _FH_START in text:
+        state.stacks[rank] = _Stack(line_no, newest_first=_FH_START in text)
+        return
+    m = _TB_FRAME.search(text)
+    if m is None:
+        return
+    stack = state.stacks.get(rank)
+    if stack is None or line_no - stack.start_line > _STACK_LINES:
+        return
+    frames = stack.frames
+    if len(frames) >= _MAX_FRAMES:
+        if stack.newest_first:
+            return  # the innermost frames came first and are kept
+        del frames[0]
+    frames.append((m.group(1), int(m.group(2)), m.group(3)))
+
+
+def classify_stack(frames: list[tuple[str, int, str]]) -> tuple[SiteKind, str] | None:
+    """Frames ``(path, line, function)``, innermost last -> where the rank was, and the innermost
+    frame of the program's own code (``train.py:88 in evaluate``).
+
+    >>> classify_stack([("/w/train.py", 30, "main"),
+    ...                 ("/v/site-packages/torch/utils/data/dataloader.py", 725, "__next__"),
+    ...                 ("/w/data.py", 12, "__getitem__")])
+    (<SiteKind.DATA: 'data'>, 'data.py:12 in __getitem__')
+    """
+    frames = [f for f in frames if not any(p in f[0] for p in _LAUNCHER_PATHS)]
+    if not frames:
+        return None
+    own = [f for f in frames if not any(p in f[0] for p in _LIBRARY_PATHS)]
+    path, line, func = (own or frames)[-1]
+    site = f"{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line} in {func}"
+    paths = [f[0].replace("\\", "/") for f in frames]
+    if any("/torch/distributed/" in p or "distributed_c10d" in p for p in paths):
+        return SiteKind.COLLECTIVE, site
+    if any("/torch/utils/data/" in p for p in paths):
+        return SiteKind.DATA, site
+    return SiteKind.CODE, site
+
+
+def _site_of(state: _State, rank: int | None, line_no: int) -> tuple[SiteKind, str] | None:
+    stack = state.stacks.get(rank)
+    if stack is None or not stack.frames or line_no - stack.start_line > _STACK_LINES:
+        return None
+    return classify_stack(stack.innermost_last())
 
 
 def _backend_for_peer(near: str, window: str) -> Backend:
@@ -1093,7 +1172,8 @@ _BY_KEYWORD: dict[str, tuple[tuple[int, Anchor, re.Pattern[str]], ...]] = {
     k: tuple((i, a, re.compile(a.pattern)) for i, a in enumerate(ANCHORS) if k in a.keywords) for k in _KEYWORDS
 }
 #: a block of records none of which contains one of these can be skipped as a whole
-_LOOK_KEYWORDS: tuple[str, ...] = _KEYWORDS + ("distributed", "backward(", "Error", "Exception")
+_LOOK_KEYWORDS: tuple[str, ...] = _KEYWORDS + ("distributed", "backward(", "Error", "Exception", 'File "',
+                                               "most recent call", "KeyboardInterrupt")
 _BLOCK_RECORDS = 64
 
 
@@ -1124,6 +1204,9 @@ def _exception_event(record: Record) -> _Fields | None:
         return None
     qualified, message = m.group(1), " ".join(m.group(2).split())
     short = qualified.rsplit(".", 1)[-1]
+    if short == "SignalException":
+        return {"kind": EventKind.INTERRUPTED, "backend": Backend.PROCESS, "detail": f"{short}: {message}"[:200],
+                "_offset": m.start(1)}
     if short in _LAUNCHER_EXCEPTIONS:
         return None
     if short == "DistBackendError":
@@ -1153,6 +1236,10 @@ def _make_event(fields: _Fields, head: _Head, record: Record, offset: int, ctx_r
     if fields.get("op_type") is None and kind in _OP_FROM_CONTEXT:
         fields["op_type"] = _frame_op(state, rank, line_no)
     fields.pop("_offset", None)
+    if kind in _SITE_FROM_STACK:
+        site = _site_of(state, rank, line_no)
+        if site is not None:
+            fields["site_kind"], fields["site"] = site
     pg_id = fields.pop("pg_id", None)
     values = dict(_EVENT_DEFAULTS)
     values.update(fields)
@@ -1182,6 +1269,17 @@ _EVENT_DEFAULTS: dict[str, object] = {
 }
 
 
+#: events that end a Python traceback: where the rank was is read from its frames
+_SITE_FROM_STACK = frozenset(
+    {
+        EventKind.COLLECTIVE_TIMEOUT,
+        EventKind.PEER_CLOSED,
+        EventKind.PYTHON_EXCEPTION,
+        EventKind.NCCL_ERROR,
+        EventKind.DATALOADER_TIMEOUT,
+        EventKind.INTERRUPTED,
+    }
+)
 _OP_FROM_CONTEXT = frozenset(
     {
         EventKind.COLLECTIVE_TIMEOUT,
@@ -1295,6 +1393,12 @@ def _head_for(head_text: str, record_head: Callable[[], _Head]) -> _Head:
 
 def _exception_only(record: Record, state: _State, events: list[Event], ctx_rank: int | None) -> None:
     """A record with no anchor: a Python exception line, if it holds one."""
+    if "KeyboardInterrupt" in record.text and _INTERRUPT.search(record.text):
+        fields: _Fields | None = {"kind": EventKind.INTERRUPTED, "backend": Backend.PROCESS,
+                                  "detail": "KeyboardInterrupt (stopped by SIGINT, e.g. Ctrl-C)",
+                                  "_offset": record.text.find("KeyboardInterrupt")}
+        events.append(_make_event(fields, _read_head(record.text[:300]), record, fields["_offset"], ctx_rank, state))
+        return
     if _EXCEPTION_HINT.search(record.text) is None:
         return
     fields = _exception_event(record)
@@ -1317,6 +1421,8 @@ def _events_in_record(record: Record, state: _State, events: list[Event],
         state.prefix_rank = (int(prefix.group(1)), line_no)
     if "distributed" in text or "backward(" in text:
         _update_frames(state, text, int(prefix.group(1)) if prefix else ctx_rank, line_no)
+    if 'File "' in text or "most recent call" in text:
+        _update_stack(state, text, int(prefix.group(1)) if prefix else ctx_rank, line_no)
     if matches is None:
         matches = _find_anchors(text)
     if not matches:
@@ -1491,7 +1597,8 @@ def read_log(data: bytes | bytearray | memoryview | str, *, max_events: int = MA
                 # a record without an anchor only matters for the parser's context (rank prefix,
                 # traceback frames) or as an exception line
                 if matches or "[rank" in text or "distributed" in text or "backward(" in text or "Error" in text \
-                        or "Exception" in text:
+                        or "Exception" in text or 'File "' in text or "most recent call" in text \
+                        or "KeyboardInterrupt" in text:
                     _events_in_record(record, state, window, matches)
             # the last event stays in the window: the next record may still complete it
             for event in window[:-1]:

@@ -216,3 +216,18 @@ def test_the_triage_panel_snapshot_has_the_links(monkeypatch: pytest.MonkeyPatch
     panel._ipython_display_()
     (data,) = shown
     assert '<a href="06_uneven_eval_allgather.ipynb">06_uneven_eval_allgather.ipynb</a>' in data["text/html"]
+
+
+def test_one_silent_rank_among_many_is_evidence_not_a_partial_log():
+    """Ranks 1-7 time out in the same all-reduce and rank 0 prints nothing: the log is the whole job's
+    output (silence is what the late rank does), so nothing is lowered and rank 0 is named."""
+    line = ("[rank{r}]:[E1206 18:44:12.7 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+            "600061 milliseconds before timing out.\n")
+    report = triage_log("".join(line.format(r=r) for r in range(1, 8)))
+    s = report.summary
+    assert (s.ranks_covered, s.ranks_absent, s.partial) == (tuple(range(1, 8)), (0,), False)
+    assert report.top.culprit_ranks == (0,)
+    assert "lowered" not in report.top.reason.lower()
+    half = triage_log("".join(line.format(r=r) for r in (4, 7)))
+    assert half.summary.partial  # 2 ranks of at least 8: a part of the job's output

@@ -53,3 +53,43 @@ def test_root_cause_naming_a_victim_is_said():
     assert [e.rank for e in exits] == [1]
     skipped = triage_log(body("gloo_rank3_skips_allgather.log"))
     assert any(f.title == "torchrun's root cause is a victim" and "names rank 0" in f.reason for f in skipped.findings)
+
+
+def test_ctrl_c_on_a_hung_job_names_the_rank_loading_data():
+    """Ctrl-C on a hung torchrun job: every rank prints its traceback. Ranks 0-2 are inside all_reduce,
+    rank 3 in its dataset's __getitem__ under the DataLoader: rank 3 is the late one."""
+    report = triage_log(body("gloo_ctrl_c_rank3_in_dataloader.log"))
+    s = report.summary
+    assert (s.ranks_elsewhere, s.elsewhere_kind) == ((3,), "data")
+    assert "rank 3 loading data (<tmp>:11 in __getitem__) while ranks 0-2 were inside ALLREDUCE" in s.elsewhere_reason
+    assert (report.top.scenario, report.top.culprit_ranks, report.top.confidence.value) == ("dataloader-stall", (3,),
+                                                                                            "high")
+    rows = {row.rank: row for row in s.per_rank}
+    assert rows[3].status.value == "interrupted" and rows[3].site == "data: <tmp>:11 in __getitem__"
+    assert {rows[r].site.split(":")[0] for r in (0, 1, 2)} == {"collective"}
+    assert s.unranked_failures == 0  # the launcher's own SignalException is not a rank's failure
+    kinds = [e.kind for e in report.events if e.rank == 3]
+    assert kinds == [EventKind.INTERRUPTED]
+
+
+def test_ctrl_c_on_a_hung_job_names_the_rank_in_its_own_code():
+    """Rank 0 evaluates alone while ranks 1-3 wait in the next all_reduce."""
+    report = triage_log(body("gloo_ctrl_c_rank0_in_eval.log"))
+    assert (report.summary.ranks_elsewhere, report.summary.elsewhere_kind) == ((0,), "code")
+    top, second = report.findings[:2]
+    assert (top.scenario, top.culprit_ranks) == ("rank0-work-before-barrier", (0,))
+    assert "rank 0 in its own code (<tmp>:7 in evaluate) while ranks 1-3 were inside ALLREDUCE" in top.reason
+    assert "stopped from outside" in top.reason
+    assert (second.scenario, second.culprit_ranks) == ("slow-rank-dynamic-shapes", (0,))
+
+
+def test_site_needs_ranks_on_both_sides():
+    """Every rank in data loading (a slow file system for all): no rank is singled out."""
+    tb = ("[rank{r}]: Traceback (most recent call last):\n"
+          "[rank{r}]:   File \"/w/train.py\", line 40, in main\n"
+          "[rank{r}]:   File \"/v/site-packages/torch/utils/data/dataloader.py\", line 725, in __next__\n"
+          "[rank{r}]:   File \"/w/data.py\", line 12, in __getitem__\n"
+          "[rank{r}]: KeyboardInterrupt\n")
+    report = triage_log("".join(tb.format(r=r) for r in range(4)))
+    assert report.summary.ranks_elsewhere == ()
+    assert {row.site for row in report.summary.per_rank} == {"data: data.py:12 in __getitem__"}

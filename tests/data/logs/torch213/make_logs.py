@@ -2,7 +2,8 @@
 
 Each case runs a tiny rank program under ``torchrun`` (2 ranks unless ``NPROC`` says otherwise; or a single process)
 with a 2 s process-group timeout and stores the combined stdout+stderr, with a header line that
-says how it was made. Usage (about 30 s on 2 cores)::
+says how it was made. The ``gloo_ctrl_c_*`` cases hang on purpose and are stopped with SIGINT to
+torchrun, as Ctrl-C would. Usage (about 60 s on 2 cores)::
 
     python tests/data/logs/torch213/make_logs.py [CASE ...]
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -105,10 +107,49 @@ PROGRAMS: dict[str, str] = {
             dist.all_reduce(t)
         dist.destroy_process_group()
     """,
+    # Ctrl-C on a hung job: ranks 0-2 wait in all_reduce (60 s timeout), rank 3's dataset blocks on a read.
+    # torchrun forwards the SIGINT; every rank prints where it was.
+    "gloo_ctrl_c_rank3_in_dataloader": """
+        import datetime, time
+        import torch, torch.distributed as dist
+        from torch.utils.data import DataLoader, Dataset
+
+        class Shard(Dataset):
+            def __init__(self, rank): self.rank = rank
+            def __len__(self): return 100
+            def __getitem__(self, i):
+                if self.rank == 3 and i >= 8:
+                    time.sleep(120)  # a read from a stalled file system
+                return torch.ones(4)
+
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+        rank = dist.get_rank()
+        for batch in DataLoader(Shard(rank), batch_size=4):
+            dist.all_reduce(batch.sum().reshape(1))
+        dist.destroy_process_group()
+    """,
+    # Ctrl-C on a hung job: rank 0 evaluates alone (its own code), ranks 1-3 wait in the next all_reduce.
+    "gloo_ctrl_c_rank0_in_eval": """
+        import datetime, time
+        import torch, torch.distributed as dist
+
+        def evaluate(model):
+            for _ in range(1200):  # a long validation pass on rank 0 only
+                time.sleep(0.1)
+
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+        rank = dist.get_rank()
+        for step in range(10):
+            dist.all_reduce(torch.ones(1))
+            if rank == 0 and step == 2:
+                evaluate(None)
+        dist.destroy_process_group()
+    """,
 }
 
 #: ranks per torchrun case (default 2)
-NPROC: dict[str, int] = {"gloo_rank3_skips_allgather": 4, "gloo_rank2_finishes_early": 3}
+NPROC: dict[str, int] = {"gloo_rank3_skips_allgather": 4, "gloo_rank2_finishes_early": 3,
+                         "gloo_ctrl_c_rank3_in_dataloader": 4, "gloo_ctrl_c_rank0_in_eval": 4}
 
 SINGLE: dict[str, str] = {
     "dataloader_timeout": """
@@ -160,6 +201,8 @@ SINGLE: dict[str, str] = {
             pass
     """,
 }
+#: cases stopped with SIGINT to torchrun (as Ctrl-C would) this many seconds after the start
+INTERRUPT_AFTER_S = {"gloo_ctrl_c_rank3_in_dataloader": 10.0, "gloo_ctrl_c_rank0_in_eval": 10.0}
 
 
 def _clean(text: str) -> str:
@@ -167,6 +210,17 @@ def _clean(text: str) -> str:
     text = re.sub(r"/tmp/[^\s\"']*", "<tmp>", text)
     text = re.sub(r"/work/[^\s\"']*", "<work>", text)
     return text
+
+
+def _interrupted(cmd: list[str], env: dict[str, str], after_s: float) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd``, send it SIGINT after ``after_s`` seconds, and collect what it printed."""
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        try:
+            out, _ = proc.communicate(timeout=after_s)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=90)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
 
 
 def _run(name: str, source: str, distributed: bool) -> None:
@@ -185,7 +239,8 @@ def _run(name: str, source: str, distributed: bool) -> None:
         else:
             cmd = [sys.executable, str(script)]
             how = "one process"
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        proc = _interrupted(cmd, env, INTERRUPT_AFTER_S[name]) if name in INTERRUPT_AFTER_S else \
+            subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
         import torch
 
         header = (f"# source: generated locally with torch {torch.__version__} ({how}) by "
