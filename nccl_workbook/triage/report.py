@@ -195,6 +195,7 @@ def render_text(report: TriageReport, width: int = WIDTH) -> str:
         lines += ["", "Per rank:", *_rank_table(shown, width)]
         if len(s.per_rank) > len(shown):
             lines.append(f"  ... {len(s.per_rank) - len(shown)} more ranks (see --json)")
+        lines += _sites(shown, width)
     lines += ["", "Likely causes (most likely first):"]
     for i, f in enumerate(report.findings, 1):
         lines += _wrap(f"  {i}. [{f.confidence.value}] {f.title} ({f.scenario or 'no scenario'})", width,
@@ -250,6 +251,24 @@ def _rank_table(rows: tuple[RankRow, ...], width: int) -> list[str]:
         widths[_OP_COLUMN] = max(len("op"), widths[_OP_COLUMN] - excess)
     return [_GAP + _GAP.join(_cell(text, w, right) for text, w, (_, right) in zip(row, widths, _COLUMNS))
             for row in [tuple(h for h, _ in _COLUMNS), *cells]]
+
+
+_SITE_PHRASE = {"collective": "in a collective", "data": "loading data", "code": "in user code"}
+
+
+def _sites(rows: tuple[RankRow, ...], width: int) -> list[str]:
+    """Where each rank's last traceback puts it (``RankRow.site``), ranks at the same place together."""
+    by_site: dict[str, list[int]] = {}
+    for r in rows:
+        if r.site:
+            by_site.setdefault(r.site, []).append(r.rank)
+    if not by_site:
+        return []
+    parts = []
+    for site, ranks in by_site.items():
+        kind, _, where = site.partition(": ")
+        parts.append(f"{_who(tuple(ranks))} {_SITE_PHRASE.get(kind, kind)} ({where})")
+    return _wrap("  Their tracebacks put " + "; ".join(parts) + ".", width, indent="    ")
 
 
 def _cell(text: str, width: int, right: bool) -> str:

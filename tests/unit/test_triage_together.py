@@ -93,3 +93,9 @@ def test_site_needs_ranks_on_both_sides():
     report = triage_log("".join(tb.format(r=r) for r in range(4)))
     assert report.summary.ranks_elsewhere == ()
     assert {row.site for row in report.summary.per_rank} == {"data: data.py:12 in __getitem__"}
+
+
+def test_report_says_where_each_traceback_puts_the_ranks():
+    text = triage_log(body("gloo_ctrl_c_rank0_in_eval.log")).render()
+    flat = " ".join(text.split())
+    assert "Their tracebacks put rank 0 in user code (<tmp>:7 in evaluate); ranks 1-3 in a collective" in flat
