@@ -1172,8 +1172,10 @@ _BY_KEYWORD: dict[str, tuple[tuple[int, Anchor, re.Pattern[str]], ...]] = {
     k: tuple((i, a, re.compile(a.pattern)) for i, a in enumerate(ANCHORS) if k in a.keywords) for k in _KEYWORDS
 }
 #: a block of records none of which contains one of these can be skipped as a whole
-_LOOK_KEYWORDS: tuple[str, ...] = _KEYWORDS + ("distributed", "backward(", "Error", "Exception", 'File "',
-                                               "most recent call", "KeyboardInterrupt")
+#: (a traceback's frames are read inside such blocks only: its start and the exception that ends it
+#: are keywords, and the frames next to that exception are the ones that say where the rank was)
+_LOOK_KEYWORDS: tuple[str, ...] = _KEYWORDS + ("distributed", "backward(", "Error", "Exception", "most recent call",
+                                               "KeyboardInterrupt")
 _BLOCK_RECORDS = 64
 
 
