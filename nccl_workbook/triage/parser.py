@@ -435,6 +435,8 @@ class _Stack:
     start_line: int
     newest_first: bool
     frames: list[tuple[str, int, str]] = field(default_factory=list)
+    #: (number of frames, classify_stack of them): the events that end one traceback share it
+    site: tuple[int, tuple[SiteKind, str] | None] = (-1, None)
 
     def innermost_last(self) -> list[tuple[str, int, str]]:
         return self.frames[::-1] if self.newest_first else self.frames
@@ -517,7 +519,9 @@ def _site_of(state: _State, rank: int | None, line_no: int) -> tuple[SiteKind, s
     stack = state.stacks.get(rank)
     if stack is None or not stack.frames or line_no - stack.start_line > _STACK_LINES:
         return None
-    return classify_stack(stack.innermost_last())
+    if stack.site[0] != len(stack.frames):
+        stack.site = (len(stack.frames), classify_stack(stack.innermost_last()))
+    return stack.site[1]
 
 
 def _backend_for_peer(near: str, window: str) -> Backend:
