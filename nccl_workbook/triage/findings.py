@@ -165,6 +165,9 @@ _RANK0_WORK_SCALAR = 0.65
 _RANK0_WORK_OTHER = 0.45
 _RANK0_METRIC_SCALAR = 0.6
 _RANK0_METRIC_UNSIZED = 0.35
+#: rank 0 is only one of the ranks a partial log lacks: its absence says nothing about rank 0 itself,
+#: so the rank-0 readings go below those that cover every absent rank
+_RANK0_ONLY_ONE_ABSENT = 0.2
 _UNEVEN_SIZES_DIFFER = 0.75
 _UNEVEN_LARGE = 0.4
 _UNEVEN = 0.6
@@ -813,6 +816,7 @@ def _rank0_late(ev: Evidence, _found: Found) -> Iterator[Finding]:
     base = f"{_who(ev.waiting_ranks).capitalize()} timed out in {what}{rank0}"
     note = (" NCCL runs barrier() as a 1-element ALLREDUCE, so NumelIn=1 cannot tell a barrier from a scalar "
             "metric all-reduce." if small and not is_barrier else "")
+    guess = _RANK0_ONLY_ONE_ABSENT if s.partial and 0 in s.ranks_absent and len(s.ranks_absent) > 1 else 0.0
     yield Finding(
         title="Rank 0 did extra work while the others waited",
         scenario="rank0-work-before-barrier",
@@ -821,7 +825,7 @@ def _rank0_late(ev: Evidence, _found: Found) -> Iterator[Finding]:
         fix=("Keep rank-0-only work shorter than the timeout or make every rank wait outside collectives "
              "(do the work on all ranks, or let the others proceed and sync later); a longer "
              "`init_process_group(timeout=)` only hides it."),
-        score=_RANK0_WORK_BARRIER if is_barrier else _RANK0_WORK_SCALAR if small else _RANK0_WORK_OTHER,
+        score=(_RANK0_WORK_BARRIER if is_barrier else _RANK0_WORK_SCALAR if small else _RANK0_WORK_OTHER) - guess,
         culprit_ranks=(0,),
         evidence_lines=_lines(ev.timeouts),
     )
@@ -834,7 +838,7 @@ def _rank0_late(ev: Evidence, _found: Found) -> Iterator[Finding]:
                "computes or logs something slow (e.g. a norm over every parameter, wandb) fits too." + note,
         fix=("Compute metrics on every rank the same way and reduce them together; move slow logging off the "
              "step (every N steps, async/offline logging)."),
-        score=_RANK0_METRIC_SCALAR if small else _RANK0_METRIC_UNSIZED,
+        score=(_RANK0_METRIC_SCALAR if small else _RANK0_METRIC_UNSIZED) - guess,
         culprit_ranks=(0,),
         evidence_lines=_lines(ev.timeouts),
     )
