@@ -72,8 +72,10 @@ __all__ = [
     "example_log_text",
 ]
 
-#: bundled example logs (file names in ``nccl_workbook/data/example_logs``)
-EXAMPLE_LOGS: tuple[str, ...] = ("rank0_sample_generation_4gpu.log",)
+#: bundled example logs (file names in ``nccl_workbook/data/example_logs``): a 4-GPU NCCL job whose rank 0
+#: generated samples; Ctrl-C on a hung 4-rank gloo job (torch 2.13, made by
+#: ``tests/data/logs/torch213/make_logs.py``) whose rank 3 was loading data
+EXAMPLE_LOGS: tuple[str, ...] = ("rank0_sample_generation_4gpu.log", "ctrl_c_rank3_in_dataloader_gloo.log")
 
 
 def example_log_text(name: str = EXAMPLE_LOGS[0]) -> str:
