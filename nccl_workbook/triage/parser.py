@@ -1556,9 +1556,9 @@ class ParsedLog:
 _PIECE_BYTES = 4 * 2**20
 
 
-def _pieces(data: bytes | bytearray | memoryview | str) -> Iterator[str]:
-    """The log as normalised text, in pieces of about ``_PIECE_BYTES`` that end at a line break
-    (before a line that starts with ``[`` when there is one near: a wrapped record is then not cut)."""
+def _raw_pieces(data: bytes | bytearray | memoryview | str) -> Iterator[bytes | str]:
+    """The log in pieces of about ``_PIECE_BYTES`` that end at a line break (before a line that
+    starts with ``[`` when there is one near: a wrapped record is then not cut), not yet normalised."""
     if not isinstance(data, (bytes, bytearray, memoryview, str)):
         normalize_text(data)  # raises the TypeError that says what was expected
     if isinstance(data, memoryview):
@@ -1576,22 +1576,164 @@ def _pieces(data: bytes | bytearray | memoryview | str) -> Iterator[str]:
             if cut < 0:
                 cut = near.find(newline)  # type: ignore[arg-type]
             end = size if cut < 0 else end + cut + 1
-        yield normalize_text(data[start:end])
+        yield data[start:end] if isinstance(data, str) else bytes(data[start:end])
         start = end
+
+
+try:  # google-re2: all the keywords in one linear pass (Python's re tries every alternative at every byte)
+    import re2 as _re2
+except ImportError:  # pragma: no cover - without its wheel every line is read, as before
+    _re2 = None
+
+#: the keywords as one pattern over a piece's normalised bytes: what lies far from all of them is skipped
+_KEYWORD_SCAN = _re2.compile("|".join(re.escape(k) for k in _LOOK_KEYWORDS).encode()) if _re2 is not None else None
+#: lines read before and after the record that holds a keyword (a rank prefix above it, a follow-up line)
+_AROUND_LINES = 3
+#: at most this many physical lines of one wrapped record are followed from a keyword
+_MAX_WRAP_LINES = 48
+#: once the windows cover this share of what was scanned of a piece (after an eighth of it), the rest
+#: of the piece is read whole: an error log is keywords on almost every line
+_DENSE = 0.7
+
+
+def _is_continuation(b: bytes, line_start: int) -> bool:
+    """The physical line at ``line_start`` continues the record of the line above (see
+    :func:`iter_records`): the line above is long enough to have been wrapped, and this one does not
+    start a record."""
+    if line_start == 0:
+        return False
+    above = b.rfind(b"\n", 0, line_start - 1) + 1
+    if line_start - 1 - above < _WRAP_MIN_CHARS:
+        return False
+    end = b.find(b"\n", line_start, line_start + 200)
+    head = b[line_start:end if end >= 0 else line_start + 200].decode("utf-8", errors="replace")
+    return bool(head.strip()) and _RECORD_START.match(head) is None
+
+
+def _window_around(b: bytes, start: int, end: int) -> tuple[int, int]:
+    """``(start, end)`` of the lines to read for a keyword at ``b[start:end]``: its whole record (a
+    wrapped one followed back and forward) and ``_AROUND_LINES`` lines on each side."""
+    first = b.rfind(b"\n", 0, start) + 1
+    for _ in range(_MAX_WRAP_LINES):
+        if not _is_continuation(b, first):
+            break
+        first = b.rfind(b"\n", 0, first - 1) + 1
+    for _ in range(_AROUND_LINES):
+        if first == 0:
+            break
+        first = b.rfind(b"\n", 0, first - 1) + 1
+    return first, _record_end(b, end, _AROUND_LINES)
+
+
+def _record_end(b: bytes, at: int, extra_lines: int = 0) -> int:
+    """The end (after its newline) of the record holding ``b[at]``, and ``extra_lines`` lines more."""
+    n = len(b)
+    last = b.find(b"\n", at)
+    last = n if last < 0 else last + 1
+    for _ in range(_MAX_WRAP_LINES):
+        if last >= n or not _is_continuation(b, last):
+            break
+        nxt = b.find(b"\n", last)
+        last = n if nxt < 0 else nxt + 1
+    for _ in range(extra_lines):
+        if last >= n:
+            break
+        nxt = b.find(b"\n", last)
+        last = n if nxt < 0 else nxt + 1
+    return last
+
+
+_LINE_PREFIX = re.compile(rb"\[[^\]\n]{1,40}\]:?[ ]?")
+
+
+def _traceback_end(b: bytes, at: int) -> int:
+    """The end (after its newline) of the Python traceback whose header line holds ``b[at]``: its
+    indented frame lines (after a ``[rank3]:`` prefix) up to the first line that is not, the
+    exception, included. The frames between header and exception hold no keyword, and they say
+    where the rank was."""
+    n = len(b)
+    pos = b.find(b"\n", at) + 1
+    for _ in range(_STACK_LINES):
+        if pos <= 0 or pos >= n:
+            return n
+        nl = b.find(b"\n", pos)
+        nl = n if nl < 0 else nl
+        line = b[pos:nl]
+        prefix = _LINE_PREFIX.match(line)
+        body = line[prefix.end():] if prefix else line
+        if body[:1] not in (b" ", b"\t", b""):
+            return min(n, nl + 1)
+        pos = nl + 1
+    return pos
+
+
+def _windows(b: bytes) -> Iterator[tuple[int, int]]:
+    """The parts of a piece's normalised bytes the parser reads, ``(start, end)`` at line boundaries,
+    in order: the records around every keyword (see :func:`_window_around`). A quiet log is mostly
+    what lies between them (NCCL INFO lines, progress bars), and is skipped unread."""
+    assert _KEYWORD_SCAN is not None
+    search, n = _KEYWORD_SCAN.search, len(b)
+    pos, first, last, covered = 0, -1, -1, 0
+    while pos < n:
+        m = search(b, pos)
+        if m is None:
+            break
+        start, end = _window_around(b, m.start(), m.end())
+        if first >= 0 and start <= last:
+            last = max(last, end)
+        else:
+            if first >= 0:
+                covered += last - first
+                yield first, last
+            first, last = start, end
+        # a traceback that starts in the window is read to its end; a keyword between m and ``last``
+        # may sit in a record that goes on past it
+        tb = b.find(b"most recent call", m.start(), last)
+        while tb >= 0:
+            last = max(last, _traceback_end(b, tb))
+            tb = b.find(b"most recent call", tb + 1, last)
+        last = _record_end(b, last - 1)
+        pos = last
+        if pos > n // 8 and covered + last - first > _DENSE * pos:
+            last = n  # dense: read the rest whole
+            break
+    if first >= 0:
+        yield first, last
+
+
+def _regions(data: bytes | bytearray | memoryview | str) -> Iterator[tuple[str, int]]:
+    """The parts of the log the parser reads, as (normalised text, number of its first line), in
+    order. Bytes are scanned for keywords first (``_KEYWORD_SCAN``) and only the records around them
+    are decoded and split; text, bytes with ANSI escapes, or no google-re2: every line."""
+    line = 1
+    for raw in _raw_pieces(data):
+        if _KEYWORD_SCAN is None or isinstance(raw, str) or b"\x1b" in raw:
+            text = normalize_text(raw)
+            yield text, line
+            line += text.count("\n")
+            continue
+        norm = raw.replace(b"\r\n", b"\n").translate(None, _CONTROL_BYTES)
+        done = 0  # the newlines before ``done`` are counted in ``line``
+        for start, end in _windows(norm):
+            line += norm.count(b"\n", done, start)
+            yield norm[start:end].decode("utf-8", errors="replace"), line
+            line += norm.count(b"\n", start, end)
+            done = end
+        line += norm.count(b"\n", done)
 
 
 def read_log(data: bytes | bytearray | memoryview | str, *, max_events: int = MAX_EVENTS) -> ParsedLog:
     """Any log bytes or text -> :class:`ParsedLog`. Never raises on bad data.
 
-    Every line is read and every event counted (:class:`LogTally`); the first ``max_events`` are
-    kept with their text. Memory grows with the kept events and the number of ranks, not with the
-    log: it is decoded and matched in pieces of a few MiB.
+    Every event is counted (:class:`LogTally`); the first ``max_events`` are kept with their text.
+    Memory grows with the kept events and the number of ranks, not with the log: it is decoded and
+    matched in pieces of a few MiB. Of bytes, only the records around a keyword are decoded and read
+    (:func:`_regions`); what lies between them cannot hold a message, and is skipped.
     """
     state = _State(frames={})
     window: list[Event] = []
     sink = _Sink(max_events)
     block: list[Record] = []
-    line_offset = 0
 
     def flush() -> None:
         texts = [r.text for r in block]
@@ -1612,13 +1754,12 @@ def read_log(data: bytes | bytearray | memoryview | str, *, max_events: int = MA
             del window[:-1]
         block.clear()
 
-    for piece in _pieces(data):
-        for record in iter_records(piece, first_line=line_offset + 1):
+    for text, first_line in _regions(data):
+        for record in iter_records(text, first_line=first_line):
             block.append(record)
             if len(block) >= _BLOCK_RECORDS:
                 flush()
         flush()
-        line_offset += piece.count("\n")
     for event in window:
         sink.add(event)
     sink.finish()
