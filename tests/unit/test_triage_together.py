@@ -99,3 +99,12 @@ def test_report_says_where_each_traceback_puts_the_ranks():
     text = triage_log(body("gloo_ctrl_c_rank0_in_eval.log")).render()
     flat = " ".join(text.split())
     assert "Their tracebacks put rank 0 in user code (<tmp>:7 in evaluate); ranks 1-3 in a collective" in flat
+
+
+def test_readme_example_is_what_triage_prints():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## After it failed: `nccl-workbook triage`", 1)[1]
+    block = section.split("```", 2)[1]
+    rendered = triage_log(body("gloo_ctrl_c_rank0_in_eval.log")).render().splitlines()
+    shown = [line for line in block.strip("\n").splitlines() if line.strip() != "..."]
+    assert shown and all(line in rendered for line in shown), [line for line in shown if line not in rendered]
