@@ -105,6 +105,6 @@ def test_readme_example_is_what_triage_prints():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("## After it failed: `nccl-workbook triage`", 1)[1]
     block = section.split("```", 2)[1]
-    rendered = triage_log(body("gloo_ctrl_c_rank0_in_eval.log")).render().splitlines()
+    rendered = triage_log((DATA / "gloo_ctrl_c_rank0_in_eval.log").read_bytes()).render().splitlines()  # as the CLI reads it
     shown = [line for line in block.strip("\n").splitlines() if line.strip() != "..."]
     assert shown and all(line in rendered for line in shown), [line for line in shown if line not in rendered]
