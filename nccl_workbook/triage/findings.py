@@ -6,8 +6,9 @@ the rules before it; it says why a scenario fits, on which ranks, with which con
 fixes it. Confidence is a score in [0, 1] shown as ``high`` (>= 0.8), ``medium`` (>= 0.5) or
 ``low``; the scores are the named constants below. When nothing in the log separates the late rank
 from the ranks that waited for it, the top finding says so plainly (``scenario=None``) and names
-the evidence to collect next. When the log is partial (``JobSummary.partial``: it covers fewer
-ranks than the job had), every finding is lowered one level after the rules ran, and says so.
+the evidence to collect next. When the log is partial (``JobSummary.partial``: one rank's lines,
+or at most half of the job's ranks), every finding is lowered one level after the rules ran, and
+says so.
 
 Scenario ids are stable. The notebook of a scenario comes from the scenario registry
 (:func:`nccl_workbook.scenarios.get_scenario`), looked up when asked, so a scenario registered
