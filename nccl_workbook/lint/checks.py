@@ -94,7 +94,8 @@ def _exits(block: list[ast.stmt]) -> ast.stmt | None:
 
 
 def _is_data_condition(test: ast.AST) -> bool:
-    text = ast.unparse(test)
+    # ``x.item()`` reads a tensor's value: the method name is no data name (``signal.item() == 0``)
+    text = re.sub(r"\.item\(\)", "", ast.unparse(test))
     return bool(_NAN.search(text)) or (bool(_DATA_NAME.search(text)) and bool(_EMPTY_TEST.search(text)))
 
 
@@ -133,6 +134,8 @@ class _RankWalk:
             self.block(stmt.body, None)
             return
         self.expressions(stmt, where)
+        if isinstance(stmt, ast.Break) and where is not None:
+            self.break_in_rank_region(stmt)
         if isinstance(stmt, ast.If):
             self.early_exit(stmt)
             if f.is_rank_condition(stmt.test):
@@ -262,6 +265,32 @@ class _RankWalk:
                     Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
                     f"`return` when `{_cond_text(stmt.test)}` (a per-rank value) skips {site.label} at line "
                     f"{site.line}, which the other ranks still call"))
+
+    def break_in_rank_region(self, stmt: ast.Break) -> None:
+        """A ``break`` deeper inside a rank-only ``if`` (``if rank == 0: ... if patience_hit: break``):
+        only those ranks leave the loop, the others go on to its next collective."""
+        f = self.f
+        loop = _enclosing_loop(f, stmt)
+        if loop is None:
+            return
+        node: ast.AST = stmt
+        rank_if: ast.If | None = None
+        while id(node) in f.parents:
+            _block, _i, owner = f.parents[id(node)]
+            if owner is loop:
+                break
+            if isinstance(owner, ast.If) and f.is_rank_condition(owner.test):
+                rank_if = owner
+            node = owner
+        if rank_if is None:
+            return
+        site = f.first_collective(loop.body)
+        if site is None or any(o.rule is Rule.UNEVEN_COLLECTIVE_COUNT and o.line == stmt.lineno for o in self.out):
+            return
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
+            f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
+            f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at line {site.line}"))
 
 
 def _enclosing_loop(f: SourceFacts, stmt: ast.AST) -> ast.For | ast.AsyncFor | ast.While | None:
@@ -522,6 +551,31 @@ def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
     return DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout"
 
 
+def _kwargs_timeout(f: SourceFacts, call: ast.Call, name: str) -> ast.AST | None:
+    """The ``timeout`` a ``DataLoader(..., **name)`` receives from a dict built in the same function:
+    ``name = dict(timeout=...)``, ``{"timeout": ...}``, ``name.update(timeout=...)``, ``name["timeout"] = ...``."""
+    scope: ast.AST = f.enclosing_function(call) or f.tree
+    found: ast.AST | None = None
+    for node in walk_local(scope) if scope is not f.tree else ast.walk(scope):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id == name:
+                    v = node.value
+                    if isinstance(v, ast.Call) and dotted(v.func) == "dict":
+                        found = next((k.value for k in v.keywords if k.arg == "timeout"), found)
+                    elif isinstance(v, ast.Dict):
+                        found = next((val for k, val in zip(v.keys, v.values, strict=True)
+                                      if isinstance(k, ast.Constant) and k.value == "timeout"), found)
+                elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name \
+                        and isinstance(t.slice, ast.Constant) and t.slice.value == "timeout":
+                    found = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == name:
+            found = next((k.value for k in node.keywords if k.arg == "timeout"), found)
+    return found
+
+
 def check_loader_timeouts(f: SourceFacts) -> list[RawFinding]:
     """``dataloader-timeout-ge-pg-timeout``: ``DataLoader(timeout=)`` not well below the group's timeout."""
     loaders = []
@@ -530,6 +584,10 @@ def check_loader_timeouts(f: SourceFacts) -> list[RawFinding]:
             for kw in node.keywords:
                 if kw.arg == "timeout":
                     loaders.append((node, kw.value))
+                elif kw.arg is None and isinstance(kw.value, ast.Name):
+                    value = _kwargs_timeout(f, node, kw.value.id)
+                    if value is not None:
+                        loaders.append((node, value))
     if not loaders:
         return []
     pg_s, source = _pg_timeout(f)

@@ -135,6 +135,21 @@ def _parts(name: str) -> list[str]:
     return [p.lower() for p in _SPLIT.split(name) if p]
 
 
+def _param_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:
+    """(parameter, default) for every parameter of ``fn`` that has a default."""
+    positional = fn.args.posonlyargs + fn.args.args
+    pairs = list(zip([a.arg for a in positional[len(positional) - len(fn.args.defaults):]], fn.args.defaults,
+                     strict=True))
+    pairs += [(a.arg, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is not None]
+    return pairs
+
+
+def _log_line_name(name: str) -> bool:
+    """``valid_err_log``, ``eval_print``: a name that says it writes a line about the work, not the work."""
+    parts = _parts(name)
+    return bool(parts) and parts[-1] in ("log", "print", "msg", "str", "repr")
+
+
 def _is_rank_name(name: str) -> bool:
     last = name.rsplit(".", 1)[-1].lower()
     return bool(_RANK_PART.search(last)) and not _NOT_RANK.search(last)
@@ -501,6 +516,8 @@ class SourceFacts:
         if name.startswith(("is_", "has_", "get_", "set_", "should_")) or _NOT_LONG_RECEIVER.search(recv or "-") \
                 or (name in ("eval", "train") and recv and not node.args):   # model.eval(): a mode switch
             return None
+        if _log_line_name(name):
+            return None
         if LONG_PARTS.intersection(_parts(name)):
             return Site(node.lineno, label)
         return None
@@ -512,7 +529,7 @@ class SourceFacts:
         self._long[name] = None
         found: Site | None = None
         for fn in self.functions.get(name, []):
-            if LONG_PARTS.intersection(_parts(name)):
+            if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name):
                 found = Site(fn.lineno, f"{name}()")
                 break
             for node in walk_local(fn):
@@ -627,4 +644,10 @@ class SourceFacts:
                       and any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]
             if len(values) == 1:
                 return self.seconds(values[0], _depth + 1)
+            if not values:
+                # a parameter with a default (``def __init__(self, timeout_s: float = 1800.0)``)
+                defaults = [d for fn in (n for defs in self.functions.values() for n in defs)
+                            for a, d in _param_defaults(fn) if a == node.id]
+                if len(defaults) == 1:
+                    return self.seconds(defaults[0], _depth + 1)
         return None

@@ -220,3 +220,39 @@ def test_a_variable_the_script_reads_back_is_not_a_noop() -> None:
 ])
 def test_implied_collectives(src: str, line: int) -> None:
     assert (line, "collective-in-rank-branch") in found(src)
+
+
+def test_break_deeper_inside_a_rank_only_branch() -> None:
+    # only rank 0 counts its patience; its `break` sits two `if`s down, the loop (with its barrier) outside
+    src = HEAD + ("bad = 0\nfor epoch in range(100):\n    loss = run_epoch(epoch)\n    dist.barrier()\n"
+                  "    if rank == 0:\n        if loss > best:\n            bad += 1\n            if bad > patience:\n"
+                  "                print('stop')\n                break\n")
+    assert found(src) == [(12, "uneven-collective-count")]
+    # the same decision taken by every rank (broadcast first): nothing to report
+    agreed = HEAD + ("for epoch in range(100):\n    dist.barrier()\n    dist.broadcast(stop, 0)\n"
+                     "    if stop.item() == 1:\n        break\n")
+    assert found(agreed) == []
+    # a loop that rank 0 runs alone, inside its own branch: leaving it early concerns rank 0 only
+    alone = HEAD + "if rank == 0:\n    for f in files:\n        if f == 'x':\n            break\ndist.barrier()\n"
+    assert found(alone) == []
+
+
+def test_a_line_of_log_about_validation_is_not_long_work() -> None:
+    src = HEAD + ("def valid_err_log(loss, logger):\n    logger.info(f'{loss}')\n"
+                  "for epoch in range(10):\n    loss = evaluate(model)\n    if rank == 0:\n        valid_err_log(loss, log)\n"
+                  "    dist.barrier()\n")
+    assert found(src) == []
+    slow = src.replace("valid_err_log(loss, log)", "validate(model)")
+    assert found(slow) == [(8, "rank0-long-work-before-collective")]
+
+
+def test_dataloader_timeout_through_a_kwargs_dict_and_a_parameter_default() -> None:
+    base = "import torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
+    updated = base + ("def make(ds, workers=4, stall_s: float = 1800.0):\n    kw = dict(batch_size=None)\n"
+                      "    if workers > 0:\n        kw.update(num_workers=workers, timeout=float(stall_s))\n"
+                      "    return DataLoader(ds, **kw)\n")
+    assert found(updated) == [(7, "dataloader-timeout-ge-pg-timeout")]
+    literal = base + "kw = {'num_workers': 2, 'timeout': 900}\nloader = DataLoader(ds, **kw)\n"
+    assert found(literal) == [(4, "dataloader-timeout-ge-pg-timeout")]
+    item = base + "kw = {}\nkw['timeout'] = 60\nloader = DataLoader(ds, **kw)\n"
+    assert found(item) == []
