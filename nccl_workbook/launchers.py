@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import random
 import shutil
 import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ipyparallel.cluster.launcher import MPIEngineSetLauncher, SlurmEngineSetLauncher
@@ -141,9 +143,35 @@ def rendezvous_toward(peer: str) -> tuple[str, int]:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((peer, 9))  # UDP: picks the route, sends nothing
             addr = s.getsockname()[0]
+    return addr, free_port(addr)
+
+
+def free_port(addr: str, *, tries: int = 50) -> int:
+    """A TCP port free on ``addr`` now, picked below the kernel's ephemeral range where one can be:
+    the port is released before rank 0's store listens on it, and in between an outgoing connection
+    (the ranks' own, or a client retrying a store that is not up yet) may be given any port of the
+    ephemeral range, never one below it. ``bind(0)`` (a port of that range) when none is found."""
+    low, _high = _ephemeral_range()
+    rng = random.Random()
+    for _ in range(tries if low > 2048 else 0):
+        port = rng.randrange(1024 + (low - 1024) // 2, low)   # upper half of the gap: fewer fixed services
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((addr, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((addr, 0))
-        return addr, s.getsockname()[1]
+        return int(s.getsockname()[1])
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49152, 65535  # IANA's dynamic range (macOS, Windows)
 
 
 def slurm_job_name(cluster_id: str) -> str:

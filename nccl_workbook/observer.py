@@ -37,7 +37,6 @@ from __future__ import annotations
 import html
 import logging
 import shutil
-import socket
 import statistics
 import time
 import uuid
@@ -219,11 +218,10 @@ class ProgressHub:
 
     def __init__(self, host: str | None = None) -> None:
         self.host = host or "127.0.0.1"
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((self.host, 0))
-            port = s.getsockname()[1]
-        self.port = port
-        self._store = connect_store(self.host, self.port, master=True)
+        # port 0: the store listens on a port the kernel picks and holds it from then on (a port
+        # picked free first and bound later can be taken in between)
+        self._store = connect_store(self.host, 0, master=True)
+        self.port = int(self._store.port)
 
     @property
     def address(self) -> tuple[str, int]:
