@@ -94,6 +94,51 @@ def run_program(
     info = cluster.engine_info
     hosts = [info[eid].host for eid in ids]
     local = len(set(hosts)) == 1 and hosts[0] == this_host()
+    for attempt in (1, 2):
+        reports, wall, stalls = _run_once(
+            cluster, ids, program, params, local=local, pg_timeout_s=pg_timeout_s, deadline_s=deadline_s,
+            debug_level=debug_level, progress=progress, flight_recorder=flight_recorder, live=live, trace=trace,
+            min_wait_s=min_wait_s, on_hang=on_hang, init_group=init_group, notes=notes)
+        failed = _rendezvous_failure(reports)
+        if failed is None or attempt == 2:
+            break
+        # not what the program did: the run's own rendezvous failed (a port picked free and taken
+        # by another socket before rank 0's store listened on it, a rank that could not reach the
+        # store within the group's timeout on a loaded machine). Once more, on a new port; a
+        # second failure is reported as it is.
+        notes.append(f"the run's rendezvous failed before the program started ({failed}); "
+                     "it was repeated once on a new port")
+        log.info(notes[-1])
+        notes.extend(cluster.ensure_healthy())  # ranks that waited past the deadline were killed
+        ids = cluster.engine_ids[:ws]
+    if progress is not None:
+        progress(wall, ws, ws)
+    for r, rep in sorted(reports.items()):
+        if rep.status is RankStatus.CRASHED:
+            notes.append(f"rank {r}'s engine died ({rep.error}); it is replaced before the next run")
+    offsets = cluster.clock_offsets_ns(ws) if len(set(hosts)) > 1 else {r: 0 for r in range(ws)}
+    return ClusterRun(
+        reports=tuple(reports[r] for r in range(ws)),
+        wall_s=wall,
+        backend=cluster.backend,
+        world_size=ws,
+        pg_timeout_s=float(pg_timeout_s),
+        clock_offsets_ns=offsets,
+        notes=tuple(notes),
+        hang=stalls[0] if stalls else None,
+        stalls=stalls,
+    )
+
+
+def _run_once(cluster: RankCluster, ids: list[int], program: Callable[..., Any], params: Any, *, local: bool,
+              pg_timeout_s: float, deadline_s: float, debug_level: str | None, progress: Progress | None,
+              flight_recorder: bool, live: bool, trace: bool, min_wait_s: float,
+              on_hang: Callable[[HangReport], None] | None, init_group: bool,
+              notes: list[str]) -> tuple[dict[int, RankReport], float, tuple[HangReport, ...]]:
+    """One rendezvous and one poll: the reports of every rank (a synthetic ``timeout`` for those
+    still busy at the deadline, their engines killed), the wall time and the stalls named."""
+    ws = len(ids)
+    info = cluster.engine_info
     view = cluster.view
     # rank 0 binds on its interface toward the address the client's controller/hub use (loopback
     # for a local cluster), which the other hosts reach as they reach the client
@@ -131,23 +176,16 @@ def run_program(
         notes.extend(_read_back(observer, reports))
     finally:
         observer.close()
-    if progress is not None:
-        progress(wall, ws, ws)
-    for r, rep in sorted(reports.items()):
-        if rep.status is RankStatus.CRASHED:
-            notes.append(f"rank {r}'s engine died ({rep.error}); it is replaced before the next run")
-    offsets = cluster.clock_offsets_ns(ws) if len(set(hosts)) > 1 else {r: 0 for r in range(ws)}
-    return ClusterRun(
-        reports=tuple(reports[r] for r in range(ws)),
-        wall_s=wall,
-        backend=backend,
-        world_size=ws,
-        pg_timeout_s=float(pg_timeout_s),
-        clock_offsets_ns=offsets,
-        notes=tuple(notes),
-        hang=stalls[0] if stalls else None,
-        stalls=stalls,
-    )
+    return reports, wall, stalls
+
+
+def _rendezvous_failure(reports: dict[int, RankReport]) -> str | None:
+    """The first error of a run whose own ``init_process_group`` failed on some rank (no rank ran
+    the program), else None."""
+    failed = [rep for _, rep in sorted(reports.items()) if rep.rendezvous_failed]
+    if not failed or any(rep.status is RankStatus.OK or rep.steps for rep in reports.values()):
+        return None
+    return f"rank {failed[0].rank}: {failed[0].error}"
 
 
 def _poll(pending: dict[int, Any], ids: list[int], info: dict[int, EngineInfo], observer: RunObserver, *,

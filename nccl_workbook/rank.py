@@ -37,7 +37,7 @@ from nccl_workbook.results import RankReport
 from nccl_workbook.status import RankStatus, classify_error, error_text
 from nccl_workbook.trace import Tracer
 
-__all__ = ["RankContext", "RankSpec", "EngineInfo", "run_rank", "engine_setup", "pick_rendezvous"]
+__all__ = ["RankContext", "RankSpec", "EngineInfo", "run_rank", "engine_setup"]
 
 
 @dataclass(frozen=True)
@@ -138,14 +138,6 @@ def engine_clock() -> int:
     return time.time_ns()
 
 
-def pick_rendezvous(local: bool) -> tuple[str, int]:
-    """Run on rank 0's engine: an address the other ranks can reach and a free TCP port there."""
-    addr = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((addr, 0))
-        return addr, s.getsockname()[1]
-
-
 @contextmanager
 def _debug_level(level: str | None) -> Iterator[None]:
     """Set TORCH_DISTRIBUTED_DEBUG for one run (torch reads it at import, so it is applied
@@ -191,6 +183,7 @@ def run_rank(spec: RankSpec) -> RankReport:
     if publisher is not None:
         tracer.on_group = publisher.note_group
     status, error, exc_type, tb = RankStatus.OK, None, None, None
+    in_rendezvous = False
     metrics: dict[str, Any] = {}
     device = torch.device("cpu")
     if spec.backend == "nccl":
@@ -208,6 +201,7 @@ def run_rank(spec: RankSpec) -> RankReport:
             if spec.backend == "nccl":
                 kwargs["device_id"] = device
             if spec.init_group:
+                in_rendezvous = True
                 dist.init_process_group(
                     spec.backend,
                     init_method=spec.init_method,
@@ -216,6 +210,7 @@ def run_rank(spec: RankSpec) -> RankReport:
                     timeout=datetime.timedelta(seconds=spec.pg_timeout_s),
                     **kwargs,
                 )
+                in_rendezvous = False
             ctx = RankContext(spec.rank, spec.world_size, spec.local_rank, spec.backend, spec.pg_timeout_s, tracer, device,
                               spec.init_method)
             if spec.trace:
@@ -253,6 +248,7 @@ def run_rank(spec: RankSpec) -> RankReport:
         t_begin_ns=t_begin,
         t_end_ns=time.time_ns(),
         fr_dump=fr_dump,
+        rendezvous_failed=in_rendezvous and status is not RankStatus.OK,
     )
 
 

@@ -64,6 +64,9 @@ class RankReport:
     #: was destroyed; present when the run failed or when asked for. The ring buffer is per
     #: process, so it also holds entries of earlier runs on this engine (older than t_begin_ns).
     fr_dump: bytes | None = None
+    #: the rank failed in the workbook's own ``init_process_group`` (the run's rendezvous, before
+    #: the program started): what the cluster did, not what the program did
+    rendezvous_failed: bool = False
 
 
 @dataclass(frozen=True)

@@ -67,3 +67,22 @@ def test_world_size_subset_and_bad_arguments(cluster: RankCluster) -> None:
         cluster.run(use_fixes_like_a_user, 0.0, pg_timeout_s=3.0, world_size=5)
     with pytest.raises(ValueError, match="pg_timeout_s"):
         cluster.run(use_fixes_like_a_user, 0.0, pg_timeout_s=0)
+
+
+def test_a_failed_rendezvous_of_the_run_itself_is_repeated_once(cluster: RankCluster) -> None:
+    import socket
+
+    from nccl_workbook import launchers
+
+    from .programs import take_the_next_port_pick
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))  # bound, not listening: the other ranks are refused until their timeout
+        cluster.ensure_healthy()  # an engine an earlier test killed is replaced first
+        cluster.view(cluster.engine_ids[0]).apply_sync(take_the_next_port_pick, held.getsockname()[1])
+        run = cluster.run(use_fixes_like_a_user, 0.0, pg_timeout_s=2.0)
+    assert [r.status for r in run.reports] == [RankStatus.OK] * 4, [r.error for r in run.reports]
+    assert any("rendezvous failed before the program started" in n and "EADDRINUSE" in n for n in run.notes), run.notes
+    # a pick is below the kernel's ephemeral range (where no outgoing connection is given a port)
+    low, _ = launchers._ephemeral_range()
+    assert all(1024 <= launchers.free_port("127.0.0.1") < low for _ in range(20))
