@@ -37,6 +37,7 @@ from __future__ import annotations
 import html
 import logging
 import shutil
+import socket
 import statistics
 import time
 import uuid
@@ -218,6 +219,8 @@ class ProgressHub:
 
     def __init__(self, host: str | None = None) -> None:
         self.host = host or "127.0.0.1"
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((self.host, 0))  # an address that is not this machine's fails here, at once
         # port 0: the store listens on a port the kernel picks and holds it from then on (a port
         # picked free first and bound later can be taken in between)
         self._store = connect_store(self.host, 0, master=True)
