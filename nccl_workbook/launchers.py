@@ -151,7 +151,7 @@ def free_port(addr: str, *, tries: int = 50) -> int:
     the port is released before rank 0's store listens on it, and in between an outgoing connection
     (the ranks' own, or a client retrying a store that is not up yet) may be given any port of the
     ephemeral range, never one below it. ``bind(0)`` (a port of that range) when none is found."""
-    low, _high = _ephemeral_range()
+    low = _ephemeral_low()
     rng = random.Random()
     for _ in range(tries if low > 2048 else 0):
         port = rng.randrange(1024 + (low - 1024) // 2, low)   # upper half of the gap: fewer fixed services
@@ -166,12 +166,12 @@ def free_port(addr: str, *, tries: int = 50) -> int:
         return int(s.getsockname()[1])
 
 
-def _ephemeral_range() -> tuple[int, int]:
+def _ephemeral_low() -> int:
+    """The lowest port the kernel gives outgoing connections."""
     try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 49152, 65535  # IANA's dynamic range (macOS, Windows)
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152  # IANA's dynamic range (macOS, Windows)
 
 
 def slurm_job_name(cluster_id: str) -> str:

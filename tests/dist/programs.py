@@ -42,7 +42,6 @@ def use_fixes_like_a_user(ctx: Any, params: float) -> dict[str, Any]:
     return {"main_result": str(main_result), "squares_ok": squares == [i * i for i in range(10)], "rank": dist.get_rank()}
 
 
-
 def take_the_next_port_pick(port: int) -> None:
     """Run on an engine: its next rendezvous port pick returns ``port`` (held by someone else), as
     when another socket takes the picked port before rank 0's store listens on it."""
