@@ -18,7 +18,9 @@ A region is the body (or ``else``) of an ``if`` on a rank condition, the rest of
 guard that leaves early (``if not is_main: return`` / ``continue``), the branches of a conditional
 expression, and the body of a function decorated to run on one rank (``@rank_zero_only``).
 An ``if``/``else`` on the rank whose both branches call collectives is taken as deliberate pairing
-(``broadcast`` from the source and into the others) and not reported.
+(``broadcast`` from the source and into the others) and not reported; so is a one-sided branch whose
+collectives are called on the other side of the same rank test in an enclosing function (a closure
+that rank 0 runs while the others loop on the matching ``broadcast`` in the caller).
 """
 
 from __future__ import annotations
@@ -139,7 +141,8 @@ class _RankWalk:
         if isinstance(stmt, ast.If):
             self.early_exit(stmt)
             if f.is_rank_condition(stmt.test):
-                paired = f.first_collective(stmt.body) is not None and f.first_collective(stmt.orelse) is not None
+                paired = (f.first_collective(stmt.body) is not None and f.first_collective(stmt.orelse) is not None
+                          or _paired_in_enclosing(f, stmt))
                 inner = None if paired else (stmt.lineno, _cond_text(stmt.test))
                 if where is None and not paired:
                     self.region(stmt.body, inner, after=stmt)
@@ -291,6 +294,50 @@ class _RankWalk:
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
             f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
             f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at line {site.line}"))
+
+
+def _explicit_calls(f: SourceFacts, nodes: list[ast.stmt]) -> set[tuple[str, str]]:
+    """(name, first argument) of every collective called directly (not through a function of the file)."""
+    keys: set[tuple[str, str]] = set()
+    for stmt in nodes:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and call_name(node)[1] not in f.functions and \
+                    f.collective_of(node, include_backward=False) is not None:
+                keys.add((call_name(node)[1], ast.unparse(node.args[0]) if node.args else ""))
+    return keys
+
+
+def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
+    """Is this one-sided rank branch one half of a protocol whose other half sits in a function around it?
+
+    The mace LBFGS closure: ``if rank == 0: broadcast(signal, src=0)`` inside ``closure()``, which
+    rank 0 runs through ``optimizer.step(closure)`` while the caller's ``else:`` branch of the same
+    ``if rank == 0`` loops on ``broadcast(signal, src=0)`` on the other ranks. Paired when every
+    collective of the branch (same call, same first argument) is also called on the complementary side
+    of the same rank test (its ``else``, or the body of its negation) in the same function or one around
+    it (at module level: in the module).
+    """
+    if stmt.orelse:
+        return False
+    mine = _explicit_calls(f, stmt.body)
+    if not mine:
+        return False
+    test, negated = ast.unparse(stmt.test), _not_text(stmt.test)
+    other: set[tuple[str, str]] = set()
+    scopes: list[ast.AST] = []
+    fn = f.enclosing_function(stmt)
+    while fn is not None:
+        scopes.append(fn)
+        fn = f.enclosing_function(fn)
+    for scope in scopes[-1:] or [f.tree]:   # the outermost function (it holds the inner ones), or the module
+        for node in ast.walk(scope):
+            if isinstance(node, ast.If) and node is not stmt and f.is_rank_condition(node.test):
+                text = ast.unparse(node.test)
+                if text == test:
+                    other |= _explicit_calls(f, node.orelse)
+                elif text == negated or _not_text(node.test) == test:
+                    other |= _explicit_calls(f, node.body)
+    return mine <= other
 
 
 def _enclosing_loop(f: SourceFacts, stmt: ast.AST) -> ast.For | ast.AsyncFor | ast.While | None:

@@ -256,3 +256,24 @@ def test_dataloader_timeout_through_a_kwargs_dict_and_a_parameter_default() -> N
     assert found(literal) == [(4, "dataloader-timeout-ge-pg-timeout")]
     item = base + "kw = {}\nkw['timeout'] = 60\nloader = DataLoader(ds, **kw)\n"
     assert found(item) == []
+
+
+def test_a_rank_only_collective_paired_by_the_caller_is_not_reported() -> None:
+    # the mace LBFGS protocol: rank 0's closure signals with a broadcast that the other ranks receive in
+    # the caller's `else` loop; the pairing spans two functions
+    head = HEAD + "def step(rank, signal, opt):\n    def closure():\n        if rank == 0:\n"
+    closure = head + "            dist.broadcast(signal, src=0)\n        return 1.0\n"
+    paired = closure + ("    if rank == 0:\n        opt.step(closure)\n        signal.fill_(0)\n"
+                        "        dist.broadcast(signal, src=0)\n    else:\n        while True:\n"
+                        "            dist.broadcast(signal, src=0)\n            if signal.item() == 0:\n"
+                        "                break\n")
+    assert found(paired) == []
+    # the caller receives another tensor: not the same collective, reported
+    other = closure + "    if rank == 0:\n        opt.step(closure)\n    else:\n        dist.broadcast(flag, src=0)\n"
+    assert found(other) == [(6, "collective-in-rank-branch"), (11, "collective-in-rank-branch")]
+    # no caller on the other side at all: reported
+    assert found(closure + "    opt.step(closure)\n") == [(6, "collective-in-rank-branch")]
+    # two one-sided branches of one function, complementary, the same collective: paired
+    split = HEAD + ("if rank == 0:\n    dist.broadcast(t, src=0)\nprint('x')\nif not (rank == 0):\n"
+                    "    dist.broadcast(t, src=0)\n")
+    assert found(split) == []
