@@ -53,10 +53,13 @@ _EMPTY_TEST = re.compile(r"^not |is None|len\(|== 0\b|numel\(\)|< 1\b")
 _LOCAL_COUNT_TEST = re.compile(r"len\(|numel\(\)|\.shape\[0\]|\.size\(0\)|isnan|isinf|isfinite")
 _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "ImportError",
                               "ModuleNotFoundError", "FileNotFoundError", "FileExistsError", "JSONDecodeError"})
+#: exceptions a framework raises on purpose to end a loop (composer's ``BreakEpochException``): control
+#: flow like ``StopIteration``, not a failure of the rank
+_CONTROL_FLOW_EXCEPTION = re.compile(r"^(Break|Stop)[A-Z]\w*$")
 _EXITS = re.compile(r"^(sys\.exit|exit|quit|os\._exit|os\.abort|abort)$")
 _STEP_CALL = re.compile(r"(^|_)(train_step|training_step|train_one_epoch|train_epoch|train_batch|forward_backward|"
                         r"run_step|step_fn)$")
-_EVEN_CALLS = re.compile(r"(^|\.)(DistributedSampler|ElasticDistributedSampler|prepare|prepare_data_loader|device|to|"
+_EVEN_CALLS = re.compile(r"(^|\.)(\w*DistributedSampler|prepare|prepare_data_loader|device|to|"
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
 _UNEVEN_SAMPLER = re.compile(r"(DistributedEvalSampler|SequentialDistributedSampler|UnevenSampler|"
                              r"split_dataset_by_node|InferenceSampler|shard_indices)")
@@ -213,7 +216,7 @@ class _RankWalk:
                     break
         elif after is not None:
             nxt = self.f.next_collective_after(after)
-        if nxt is None:
+        if nxt is None or self.f.waits_for_others(nxt.line):
             return
         line, cond = where
         self.out.append(RawFinding(
@@ -372,10 +375,10 @@ def _uneven_names(f: SourceFacts) -> set[str]:
             n = stack.pop()
             if isinstance(n, ast.Call):
                 name = dotted(n.func)
-                if _EVEN_CALLS.search(name):
-                    continue
-                if _UNEVEN_SAMPLER.search(name):
+                if _UNEVEN_SAMPLER.search(name):   # first: SequentialDistributedSampler is not padded
                     return True
+                if _EVEN_CALLS.search(name):        # DistributedSampler and its subclasses pad every rank's share
+                    continue
                 stack.extend(n.args)
                 stack.extend(kw.value for kw in n.keywords if kw.arg in _DATA_KWARGS)
                 if isinstance(n.func, ast.Attribute):
@@ -474,7 +477,7 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
         if site is None:
             continue
         for handler in node.handlers:
-            if set(_handler_names(handler)) <= _SAFE_EXCEPTIONS:
+            if all(n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in _handler_names(handler)):
                 continue
             if any(isinstance(s, ast.Raise) for s in handler.body):
                 continue

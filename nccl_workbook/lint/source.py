@@ -105,6 +105,12 @@ LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
 LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|test|samples|iters|steps|prompts)",
                        re.IGNORECASE)
 _NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args)$")
+#: in a saved literal: what makes it a checkpoint rather than metadata
+_HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buffer|cpu\(|cuda\(|numpy\(", re.IGNORECASE)
+_SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "hyperparameters", "meta", "metadata",
+                               "json", "yaml", "yml", "txt", "csv", "manifest", "symlink", "info", "readme"})
+#: a context manager that holds the calling ranks until something happens elsewhere
+_WAITING = re.compile(r"(^|_)wait(_|$)|_and_wait$|^wait_for_", re.IGNORECASE)
 _SPLIT = re.compile(r"_|(?<=[a-z])(?=[A-Z])")
 
 
@@ -148,6 +154,19 @@ def _log_line_name(name: str) -> bool:
     """``valid_err_log``, ``eval_print``: a name that says it writes a line about the work, not the work."""
     parts = _parts(name)
     return bool(parts) and parts[-1] in ("log", "print", "msg", "str", "repr")
+
+
+def _small_literal(node: ast.AST | None) -> bool:
+    """A dict/list literal of plain values (``torch.save({"step": step, "epoch": epoch}, path)``): a few
+    bytes of metadata, not a checkpoint. Anything that names a model, an optimizer or a state dict is not."""
+    if not isinstance(node, (ast.Dict, ast.List, ast.Tuple)):
+        return False
+    return not _HEAVY.search(ast.unparse(node))
+
+
+def _small_save_name(name: str) -> bool:
+    """``save_config``, ``save_args``, ``write_metadata_json``: a name that says it writes a small file."""
+    return bool(_SMALL_FILE_PARTS.intersection(_parts(name)))
 
 
 def _is_rank_name(name: str) -> bool:
@@ -222,6 +241,7 @@ class SourceFacts:
         self._long: dict[str, Site | None] = {}
         self._returns_flag: set[str] = set()
         self._stmt_collective: dict[int, Site | None] = {}
+        self._waiting: list[tuple[int, int]] | None = None
         self._index()
 
     @classmethod
@@ -496,6 +516,9 @@ class SourceFacts:
         """Long work this call or loop does on the calling rank, if any."""
         if isinstance(node, (ast.For, ast.AsyncFor)):
             text = ast.unparse(node.iter)
+            if isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) and \
+                    node.iter.func.attr in ("items", "keys", "values"):
+                return None   # the entries of a dict (``val_loss.items()``): a loop inside walks data, if any
             if LOOP_DATA.search(text):
                 return Site(node.lineno, f"a loop over {text[:40]}")
             return None
@@ -519,6 +542,8 @@ class SourceFacts:
         if _log_line_name(name):
             return None
         if LONG_PARTS.intersection(_parts(name)):
+            if _small_literal(node.args[0] if node.args else None) or _small_save_name(name):
+                return None
             return Site(node.lineno, label)
         return None
 
@@ -530,8 +555,10 @@ class SourceFacts:
         found: Site | None = None
         for fn in self.functions.get(name, []):
             if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name):
-                found = Site(fn.lineno, f"{name}()")
-                break
+                if not self._writes_metadata_only(fn):
+                    found = Site(fn.lineno, f"{name}()")
+                    break
+                continue
             for node in walk_local(fn):
                 if node is fn:
                     continue
@@ -543,6 +570,25 @@ class SourceFacts:
                 break
         self._long[name] = found
         return found
+
+    def _writes_metadata_only(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """A function named for saving whose every save writes a small literal or a config file
+        (``_save_extra_state``: ``torch.save({"global_step": ..., "epoch": ...}, path)``)."""
+        saves = [n for n in walk_local(fn) if isinstance(n, ast.Call) and LONG_PARTS.intersection(_parts(call_name(n)[1]))]
+        return bool(saves) and all(_small_literal(n.args[0] if n.args else None) or _small_save_name(call_name(n)[1])
+                                   for n in saves)
+
+    def waits_for_others(self, line: int) -> bool:
+        """Is this line inside ``with <something that waits>(...)``: composer's
+        ``local_rank_zero_download_and_wait``, a file or flag the other ranks wait on before the collective,
+        so they do not sit in it while one rank works?"""
+        if self._waiting is None:
+            self._waiting = [(node.body[0].lineno, node.end_lineno or node.lineno) for node in ast.walk(self.tree)
+                             if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                                 isinstance(item.context_expr, ast.Call)
+                                 and _WAITING.search(call_name(item.context_expr)[1])
+                                 and self.collective_of(item.context_expr) is None for item in node.items)]
+        return any(lo <= line <= hi for lo, hi in self._waiting)
 
     def first_long_work(self, stmts: list[ast.stmt]) -> Site | None:
         best: Site | None = None

@@ -277,3 +277,40 @@ def test_a_rank_only_collective_paired_by_the_caller_is_not_reported() -> None:
     split = HEAD + ("if rank == 0:\n    dist.broadcast(t, src=0)\nprint('x')\nif not (rank == 0):\n"
                     "    dist.broadcast(t, src=0)\n")
     assert found(split) == []
+
+
+def test_small_writes_and_waiting_ranks_are_not_long_work() -> None:
+    # each pattern next to its hazardous twin, so that the test fails if either side changes
+    def rank0(body: str) -> str:
+        return HEAD + "if rank == 0:\n" + "".join(f"    {line}\n" for line in body.split(";")) + "dist.barrier()\n"
+
+    # a loop over a dict's entries is not a walk over data; a loop over a loader is
+    assert found(rank0("for k, v in val_loss.items():;    out[k] = float(v)")) == []
+    assert found(rank0("for b in val_loader:;    model(b)")) == [(4, "rank0-long-work-before-collective")]
+    # a few bytes of metadata, a config file: not a checkpoint; a state dict is
+    assert found(rank0("torch.save({'step': step, 'epoch': epoch}, p)")) == []
+    assert found(rank0("save_config(cfg, path)")) == []
+    assert found(rank0("torch.save({'model': model.state_dict()}, p)")) == [(4, "rank0-long-work-before-collective")]
+    # a function named for saving that only writes metadata (NVIDIA-NeMo/Automodel's _save_extra_state)
+    meta = "def save_extra_state(p):\n    torch.save({'global_step': step}, p)\n"
+    assert found(meta + rank0("save_extra_state(p)")) == []
+    heavy = "def save_extra_state(p):\n    torch.save(model.state_dict(), p)\n"
+    assert found(heavy + rank0("save_extra_state(p)")) == [(6, "rank0-long-work-before-collective")]
+    # the others are held outside the collective until rank 0 is done (composer's download-and-wait)
+    waiting = (HEAD + "if rank == 0:\n    download_checkpoint(url)\n    open(flag, 'w').close()\n"
+               "with local_rank_zero_download_and_wait(flag):\n    dist.barrier()\n")
+    assert found(waiting) == []
+    assert found(waiting.replace("with local_rank_zero_download_and_wait(flag):\n    ", "")) == \
+        [(4, "rank0-long-work-before-collective")]
+
+
+def test_control_flow_exceptions_and_sampler_subclasses() -> None:
+    step = HEAD + ("from torch.nn.parallel import DistributedDataParallel as DDP\nfor b in loader:\n    try:\n"
+                   "        loss = model(b)\n        loss.backward()\n    except {}:\n        pass\n")
+    assert found(step.format("BreakEpochException")) == []        # raised on purpose to end the epoch
+    assert found(step.format("SkipBatchError")) == [(8, "exception-on-one-rank")]
+    loop = HEAD + ("from torch.utils.data import DataLoader\n"
+                   "loader = DataLoader(ds, sampler={}(ds, num_replicas=world, rank=rank))\n"
+                   "for b in loader:\n    dist.all_reduce(b)\n")
+    assert found(loop.format("StatefulDistributedSampler")) == []   # a DistributedSampler subclass: padded shares
+    assert found(loop.format("SequentialDistributedSampler")) == [(6, "uneven-collective-count")]

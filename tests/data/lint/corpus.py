@@ -78,6 +78,7 @@ def measure(cache: Path | None = None) -> str:
     # per rule: confirmed lines, found; hazard-only lines, found; blind (linted before any rule change) lines, found
     rows = {r: [0, 0, 0, 0, 0, 0] for r in RULES}
     hazard_false = 0
+    blind_false = sum(len(c.get("blind_false", [])) for c in load_cases())
     clean_files = clean_false = famous = 0
     held = [0, 0, 0]   # held-out clean files, their false reports, their real-hazard findings
     lines = []
@@ -109,6 +110,8 @@ def measure(cache: Path | None = None) -> str:
     table = ["rule                                 found / confirmed   (blind)   hazard only"]
     table += [f"{r:<36} {f:>5} / {n:<9} ({bf} / {bn})   {hf} / {hn}" for r, (n, f, hn, hf, bn, bf) in rows.items()]
     table.append(f"false reports in the hazard files (known, recorded in the manifest): {hazard_false}")
+    table.append(f"false reports when the blind cases were first linted (recorded as blind_false, fixed since): "
+                 f"{blind_false}")
     table.append(f"clean scripts: {clean_files}, false reports: {clean_false} "
                  f"({clean_false / max(clean_files, 1):.2f} per script), real hazards found in them: {famous}")
     table.append(f"  of which held out (linted once, never tuned on): {held[0]}, false reports: {held[1]}, "
@@ -158,6 +161,8 @@ def sources_table() -> str:
         exp = ", ".join(f"{r}:{line}" for r, line in c["expect"]) or "none"
         if c.get("false"):
             exp += "; known false: " + ", ".join(f"{r}:{line}" for r, line in c["false"])
+        if c.get("blind_false"):
+            exp += "; false when first linted (fixed since): " + ", ".join(f"{r}:{line}" for r, line in c["blind_false"])
         confirms = c["confirms"] or ("none: hazard only" if c.get("hazard_only") else "-")
         rows.append(f"| `{c['file']}` | {c['rule'] or 'clean'} | {src} | {exp} | {confirms} | "
                     f"{c['note'].replace('|', '/')} |")
