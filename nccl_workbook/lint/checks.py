@@ -101,6 +101,9 @@ def _exits(block: list[ast.stmt]) -> ast.stmt | None:
 def _is_data_condition(test: ast.AST) -> bool:
     # ``x.item()`` reads a tensor's value: the method name is no data name (``signal.item() == 0``)
     text = re.sub(r"\.item\(\)", "", ast.unparse(test))
+    # whether a parameter has a gradient follows the model's graph, the same on every rank (modded-nanogpt's
+    # `if param.grad is None: continue` before a reduce per parameter)
+    text = re.sub(r"[\w.\[\]]*\.grad\s+is\s+(not\s+)?None", "", text)
     return bool(_NAN.search(text)) or (bool(_DATA_NAME.search(text)) and bool(_EMPTY_TEST.search(text)))
 
 
@@ -369,7 +372,12 @@ def _uneven_names(f: SourceFacts) -> set[str]:
     """Variables holding a per-rank share of the data whose length can differ between ranks."""
     uneven: set[str] = set()
 
-    def is_uneven(node: ast.AST) -> bool:
+    def key(name: str, scope: str | None) -> str:
+        # a name bound inside a function is that function's (``x``, ``B`` are everywhere); attributes and
+        # module-level names are shared
+        return f"{scope}:{name}" if scope and not name.startswith(("self.", "cls.")) else name
+
+    def is_uneven(node: ast.AST, scope: str | None = None) -> bool:
         stack = [node]
         while stack:
             n = stack.pop()
@@ -384,7 +392,7 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                 if isinstance(n.func, ast.Attribute):
                     stack.append(n.func.value)
                 continue
-            if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) in uneven):
+            if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) in uneven or key(dotted(n), scope) in uneven):
                 return True
             if isinstance(n, ast.Subscript) and any(f.is_rank_value(s) for s in ast.walk(n.slice)
                                                     if isinstance(s, (ast.Name, ast.Attribute, ast.Call))):
@@ -395,15 +403,21 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                 stack.extend(ast.iter_child_nodes(n))
         return False
 
-    assigns = [(target_names(t), node.value) for node in ast.walk(f.tree)
-               if isinstance(node, ast.Assign) for t in node.targets]
+    assigns = []
+    for node in ast.walk(f.tree):
+        if isinstance(node, ast.Assign):
+            fn = f.enclosing_function(node)
+            scope = fn.name if fn is not None else None
+            assigns += [([key(n, scope) for n in target_names(t)], value, scope)
+                        for t, value in ((t, node.value) for t in node.targets)]
     for _ in range(3):
-        for names, value in assigns:
-            if names and not f.is_rank_value(value) and is_uneven(value):
+        for names, value, scope in assigns:
+            if names and not f.is_rank_value(value) and is_uneven(value, scope):
                 uneven.update(names)
     # one level into the file's functions: ``evaluate(model, shard_loader)`` makes ``loader`` a share there
     for name, defs in f.functions.items():
         for stmt in f.calls_to.get(name, []):
+            caller = f.enclosing_function(stmt)
             for call in (n for n in ast.walk(stmt) if isinstance(n, ast.Call) and call_name(n)[1] == name):
                 for fn in defs:
                     params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
@@ -412,7 +426,7 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                     passed = list(zip(params, call.args, strict=False))
                     passed += [(kw.arg, kw.value) for kw in call.keywords if kw.arg in params]
                     for param, arg in passed:
-                        if is_uneven(arg):
+                        if is_uneven(arg, caller.name if caller is not None else None):
                             uneven.add(f"{fn.name}:{param}")
     return uneven
 

@@ -76,6 +76,8 @@ DIST_OBJECT_CLASSES = re.compile(r"(^|\.)(Accelerator|PartialState|AcceleratorSt
 DATA_PARALLEL_NAMES = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
                                  "deepspeed", "Accelerator", "DistributedOptimizer", "Fabric"})
 
+#: calls that wrap a model so that its backward all-reduces (or reduce-scatters) the gradients
+_WRAPPERS = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard"})
 _RANK_PART = re.compile(r"(^|_)(rank|ordinal|process_index)$")
 _MAIN_FLAG = re.compile(
     r"^_?(is_)?(local_|global_|world_|node_)?(main|master|primary|chief|leader|zero|rank_?0|rank_?zero|"
@@ -242,6 +244,7 @@ class SourceFacts:
         self._returns_flag: set[str] = set()
         self._stmt_collective: dict[int, Site | None] = {}
         self._waiting: list[tuple[int, int]] | None = None
+        self._wraps: list[tuple[ast.AST | None, int]] = []
         self._index()
 
     @classmethod
@@ -252,6 +255,7 @@ class SourceFacts:
     # -- indexing ---------------------------------------------------------------------------------------
     def _index(self) -> None:
         assigns: list[tuple[list[str], ast.AST]] = []
+        wrap_calls: list[ast.Call] = []
         self._index_block(self.tree.body, self.tree)
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -270,10 +274,13 @@ class SourceFacts:
                 assigns.append((target_names(node.target), node.value))
             elif isinstance(node, ast.Call):
                 self._index_call(node)
+                if dotted(node.func).rsplit(".", 1)[-1] in _WRAPPERS:
+                    wrap_calls.append(node)
             elif isinstance(node, (ast.Name, ast.Attribute)):
                 name = node.id if isinstance(node, ast.Name) else node.attr
                 if name in DATA_PARALLEL_NAMES:
                     self.data_parallel = True
+        self._wraps = [(self._scope_of(c.lineno), c.lineno) for c in wrap_calls]
         if any(m.startswith(("deepspeed", "accelerate", "horovod", "lightning", "pytorch_lightning"))
                or m.rsplit(".", 1)[-1] in DATA_PARALLEL_NAMES for m in self.modules.values()):
             self.data_parallel = True
@@ -455,9 +462,26 @@ class SourceFacts:
         if name in ("compute", "sync") and "metric" in recv.lower() and \
                 any(m.startswith("torchmetrics") for m in self.modules.values()):
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
-        if include_backward and name == "backward" and self.data_parallel:
+        if include_backward and name == "backward" and self.data_parallel and not self._before_the_wrap(call):
             return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
         return None
+
+    def _scope_of(self, line: int) -> ast.AST | None:
+        """The innermost function whose lines hold ``line`` (None: module level)."""
+        best: ast.AST | None = None
+        for defs in self.functions.values():
+            for fn in defs:
+                if fn.lineno <= line <= (fn.end_lineno or fn.lineno) and (best is None or fn.lineno > best.lineno):
+                    best = fn
+        return best
+
+    def _before_the_wrap(self, call: ast.Call) -> bool:
+        """A ``backward()`` above every ``DDP(...)``/``FSDP(...)`` wrap of its own function (or of the module
+        for top-level code): llm.c's ``train_gpt2.py`` runs a reference step on the bare model before it
+        wraps it, and a bare model's backward reduces nothing."""
+        scope = self._scope_of(call.lineno)
+        wraps = [line for w_scope, line in self._wraps if w_scope is scope]
+        return bool(wraps) and min(wraps) > call.lineno
 
     def function_collective(self, name: str, *, include_backward: bool = True) -> Site | None:
         """The first collective a function of this file reaches (through its own calls), or None.
@@ -606,12 +630,22 @@ class SourceFacts:
         """The first collective every rank reaches after ``stmt``: later statements, the next pass of an
         enclosing loop, and (``depth`` levels) what follows the calls of the enclosing function."""
         node = stmt
+        leaving: type | None = None   # ast.Break / ast.Continue / ast.Return: the rest of the block is skipped
         while id(node) in self.parents:
             block, i, owner = self.parents[id(node)]
-            site = self.first_collective(block[i + 1:])
-            if site is not None:
-                return site
-            if isinstance(owner, (ast.For, ast.AsyncFor, ast.While)) and block is owner.body:
+            if leaving is None:
+                rest = block[i + 1:]
+                site = self.first_collective(rest)
+                if site is not None:
+                    return site
+                # modded-nanogpt: `if last_step: <rank-0 save>; break` leaves the loop on every rank, so the
+                # collectives of the loop's next pass are never reached
+                leaving = next((type(s) for s in rest if isinstance(s, (ast.Break, ast.Continue, ast.Return))), None)
+            loop = isinstance(owner, (ast.For, ast.AsyncFor, ast.While)) and block is owner.body
+            if loop and leaving is ast.Break:
+                leaving = None   # what follows the loop comes next
+            elif loop and leaving in (None, ast.Continue):
+                leaving = None
                 site = self.first_collective(block[:i])
                 if site is not None:
                     return site

@@ -314,3 +314,28 @@ def test_control_flow_exceptions_and_sampler_subclasses() -> None:
                    "for b in loader:\n    dist.all_reduce(b)\n")
     assert found(loop.format("StatefulDistributedSampler")) == []   # a DistributedSampler subclass: padded shares
     assert found(loop.format("SequentialDistributedSampler")) == [(6, "uneven-collective-count")]
+
+
+def test_held_out_false_reports_of_the_last_round() -> None:
+    # llm.c: a reference step on the bare model, above the DDP wrap of the same scope: no all-reduce yet
+    ddp = HEAD + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+    bare = ddp + "if master_process:\n    loss = model(x)\n    loss.backward()\nmodel = DDP(model)\n"
+    assert found(bare) == []
+    wrapped = ddp + "model = DDP(model)\nif master_process:\n    loss = model(x)\n    loss.backward()\n"
+    assert found(wrapped) == [(7, "collective-in-rank-branch")]
+    # modded-nanogpt: whether a parameter has a gradient follows the graph, the same on every rank
+    per_param = HEAD + "for p in params:\n    if p.grad is None:\n        continue\n    dist.all_reduce(p.grad)\n"
+    assert found(per_param) == []
+    per_batch = HEAD + "for batch in loader:\n    if batch is None:\n        continue\n    dist.all_reduce(batch)\n"
+    assert found(per_batch) == [(5, "uneven-collective-count")]
+    # modded-nanogpt: a rank-0 save in the last step, which every rank leaves with `break`
+    last = HEAD + ("for step in range(n):\n    dist.all_reduce(t)\n    if step == n - 1:\n"
+                   "        if rank == 0:\n            torch.save(model.state_dict(), 'm.pt')\n        break\n")
+    assert found(last) == []
+    assert found(last.replace("        break\n", "")) == [(7, "rank0-long-work-before-collective")]
+    # llm.c: a name bound in one function (`B` from a per-rank slice) is not the same name elsewhere
+    scoped = HEAD + ("def next_batch(self):\n    B = self.tokens[self.pos + rank * 8:]\n    return B\n"
+                     "def main():\n    B = args.batch_size\n    for i in range(B):\n        dist.all_reduce(t)\n")
+    assert found(scoped) == []
+    shared = HEAD + ("def main():\n    B = tokens[rank * 8:]\n    for i in range(len(B)):\n        dist.all_reduce(t)\n")
+    assert found(shared) == [(6, "uneven-collective-count")]
