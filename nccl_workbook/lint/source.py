@@ -684,6 +684,12 @@ class SourceFacts:
                 return float(c.replace("_", ""))
             except ValueError:
                 return None
+        if isinstance(node, ast.IfExp):
+            # ``timeout_s if num_workers > 0 else 0`` (MU-Diff): the larger branch is the timeout in force
+            # whenever there is one (a DataLoader takes a timeout only with workers)
+            values = [v for v in (self.seconds(node.body, _depth + 1), self.seconds(node.orelse, _depth + 1))
+                      if v is not None]
+            return max(values) if values else None
         if isinstance(node, ast.BinOp):
             a, b = self.seconds(node.left, _depth + 1), self.seconds(node.right, _depth + 1)
             if a is None or b is None:

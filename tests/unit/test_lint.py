@@ -339,3 +339,12 @@ def test_held_out_false_reports_of_the_last_round() -> None:
     assert found(scoped) == []
     shared = HEAD + ("def main():\n    B = tokens[rank * 8:]\n    for i in range(len(B)):\n        dist.all_reduce(t)\n")
     assert found(shared) == [(6, "uneven-collective-count")]
+
+
+def test_dataloader_timeout_in_a_conditional_expression() -> None:
+    # MU-Diff: `timeout=timeout_s if workers > 0 else 0` (a timeout needs workers); NCCL's default group: 600 s
+    src = (HEAD + "import os\nfrom torch.utils.data import DataLoader\ndist.init_process_group('nccl')\n"
+           "tw = int(os.environ.get('TRAIN_WORKERS', '8'))\ntimeout_s = int(os.environ.get('DL_TIMEOUT', '{}'))\n"
+           "loader = DataLoader(ds, num_workers=tw, timeout=timeout_s if tw > 0 else 0)\n")
+    assert found(src.format(600)) == [(8, "dataloader-timeout-ge-pg-timeout")]
+    assert found(src.format(120)) == []   # the author's fix: 120 s, well below
