@@ -420,6 +420,9 @@ class SourceFacts:
             return None
         if name in DIST_COLLECTIVES and (self.resolves_to_dist(recv) or full.startswith("torch.distributed")):
             return Site(line, label)
+        if full.endswith("DistributedDataParallel") or (name == "DistributedDataParallel" and recv.endswith("parallel")):
+            # its constructor checks the parameters' shapes on every rank and broadcasts rank 0's values
+            return Site(line, f"{label} (DDP's constructor: an all-gather and a broadcast over the group)")
         if name in UNAMBIGUOUS_METHODS and (recv or full):
             return Site(line, label)
         if name in UNAMBIGUOUS_METHODS and not recv and name in self.imported:

@@ -348,3 +348,13 @@ def test_dataloader_timeout_in_a_conditional_expression() -> None:
            "loader = DataLoader(ds, num_workers=tw, timeout=timeout_s if tw > 0 else 0)\n")
     assert found(src.format(600)) == [(8, "dataloader-timeout-ge-pg-timeout")]
     assert found(src.format(120)) == []   # the author's fix: 120 s, well below
+
+
+def test_ddp_constructor_is_a_collective() -> None:
+    # DDP(model) checks parameter shapes on every rank and broadcasts rank 0's values
+    ddp = HEAD + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+    assert found(ddp + "if rank == 0:\n    model = DDP(model)\n") == [(5, "collective-in-rank-branch")]
+    assert found(ddp + "if rank == 0:\n    evaluate(model)\nmodel = DDP(model)\n") == \
+        [(5, "rank0-long-work-before-collective")]
+    # a class of another library that happens to be called DDP is not torch's
+    assert found(HEAD + "from mylib import DDP\nif rank == 0:\n    x = DDP(cfg)\n") == []
