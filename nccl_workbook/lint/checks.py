@@ -61,6 +61,8 @@ _STEP_CALL = re.compile(r"(^|_)(train_step|training_step|train_one_epoch|train_e
                         r"run_step|step_fn)$")
 _EVEN_CALLS = re.compile(r"(^|\.)(\w*DistributedSampler|prepare|prepare_data_loader|device|to|"
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
+#: a function that builds data objects (``make_imagenet1k``, ``create_sampler``, ``build_dataloader``)
+_BUILDER = re.compile(r"^_?(make|build|create|get|init|setup|prepare|load)_\w+$")
 _UNEVEN_SAMPLER = re.compile(r"(DistributedEvalSampler|SequentialDistributedSampler|UnevenSampler|"
                              r"split_dataset_by_node|InferenceSampler|shard_indices)")
 #: keyword arguments that carry the data (or its per-rank share) into a loader, sampler or shard call
@@ -386,6 +388,10 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                 if _UNEVEN_SAMPLER.search(name):   # first: SequentialDistributedSampler is not padded
                     return True
                 if _EVEN_CALLS.search(name):        # DistributedSampler and its subclasses pad every rank's share
+                    continue
+                if _BUILDER.match(name.rsplit(".", 1)[-1]) and name.rsplit(".", 1)[-1] not in f.functions:
+                    # a loader or sampler built in another file from the rank (ijepa's make_imagenet1k, BLIP's
+                    # create_sampler): whether it pads the shares cannot be seen from here
                     continue
                 stack.extend(n.args)
                 stack.extend(kw.value for kw in n.keywords if kw.arg in _DATA_KWARGS)

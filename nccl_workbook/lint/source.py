@@ -566,7 +566,7 @@ class SourceFacts:
         if name.startswith(("is_", "has_", "get_", "set_", "should_")) or _NOT_LONG_RECEIVER.search(recv or "-") \
                 or (name in ("eval", "train") and recv and not node.args):   # model.eval(): a mode switch
             return None
-        if _log_line_name(name):
+        if _log_line_name(name) or name[:1].isupper():   # a class being built (open_clip's SampleWeightedEMA())
             return None
         if LONG_PARTS.intersection(_parts(name)):
             if _small_literal(node.args[0] if node.args else None) or _small_save_name(name):

@@ -358,3 +358,19 @@ def test_ddp_constructor_is_a_collective() -> None:
         [(5, "rank0-long-work-before-collective")]
     # a class of another library that happens to be called DDP is not torch's
     assert found(HEAD + "from mylib import DDP\nif rank == 0:\n    x = DDP(cfg)\n") == []
+
+
+def test_loaders_built_in_another_file_and_constructors() -> None:
+    # a loader built from the rank by a helper of another file (ijepa's make_imagenet1k, BLIP's
+    # create_sampler): whether it pads the shares is not visible here, so no claim is made
+    loop = "for b in loader:\n    dist.all_reduce(b)\n"
+    imported = HEAD + "from src.datasets import make_loader\nloader = make_loader(ds, rank=rank, world_size=4)\n"
+    assert found(imported + loop) == []
+    # the same helper written in this file, slicing by rank: an uneven share, reported
+    local = HEAD + ("from torch.utils.data import Subset\ndef make_loader(ds, rank):\n"
+                    "    return Subset(ds, range(rank, len(ds), 4))\nloader = make_loader(ds, rank=rank)\n")
+    assert found(local + loop) == [(8, "uneven-collective-count")]
+    # building an object is not long work, even when its name says "sample" (open_clip's SampleWeightedEMA)
+    assert found(HEAD + "if rank == 0:\n    ema = SampleWeightedEMA(0.9)\ndist.barrier()\n") == []
+    assert found(HEAD + "if rank == 0:\n    sample_images(model)\ndist.barrier()\n") == \
+        [(4, "rank0-long-work-before-collective")]
