@@ -36,7 +36,8 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import POINT_TO_POINT, Site, SourceFacts, call_name, dotted, target_names, walk_local
+from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, call_name, dotted,
+                                      target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
            "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
@@ -57,8 +58,6 @@ _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardIn
 #: flow like ``StopIteration``, not a failure of the rank
 _CONTROL_FLOW_EXCEPTION = re.compile(r"^(Break|Stop)[A-Z]\w*$")
 _EXITS = re.compile(r"^(sys\.exit|exit|quit|os\._exit|os\.abort|abort)$")
-_STEP_CALL = re.compile(r"(^|_)(train_step|training_step|train_one_epoch|train_epoch|train_batch|forward_backward|"
-                        r"run_step|step_fn)$")
 _EVEN_CALLS = re.compile(r"(^|\.)(\w*DistributedSampler|prepare|prepare_data_loader|device|to|"
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
 #: a function that builds data objects (``make_imagenet1k``, ``create_sampler``, ``build_dataloader``)

@@ -76,6 +76,9 @@ DIST_OBJECT_CLASSES = re.compile(r"(^|\.)(Accelerator|PartialState|AcceleratorSt
 DATA_PARALLEL_NAMES = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
                                  "deepspeed", "Accelerator", "DistributedOptimizer", "Fabric"})
 
+#: a function that runs one training step (or epoch): a call of it reaches the step's collectives
+STEP_NAME = re.compile(r"(^|_)(train_step|training_step|train_one_epoch|train_epoch|train_batch|forward_backward|"
+                       r"run_step|step_fn)$")
 #: calls that wrap a model so that its backward all-reduces (or reduce-scatters) the gradients
 _WRAPPERS = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard"})
 _RANK_PART = re.compile(r"(^|_)(rank|ordinal|process_index)$")
@@ -406,7 +409,21 @@ class SourceFacts:
 
     # -- collectives ------------------------------------------------------------------------------------
     def collective_of(self, call: ast.Call, *, include_backward: bool = True) -> Site | None:
-        """The collective this call implies, if any (directly or through a function of this file)."""
+        """The collective this call implies, if any (directly or through a function of this file, called
+        or, for a step function, handed to the call to run: ijepa's ``gpu_timer(train_step)``)."""
+        site = self._collective_of_call(call, include_backward=include_backward)
+        if site is not None:
+            return site
+        for arg in call.args:   # a step function handed to a timer or a runner is run by it
+            if isinstance(arg, ast.Name) and STEP_NAME.search(arg.id) and arg.id in self.functions \
+                    and arg.id not in self.imported:
+                inner = self.function_collective(arg.id, include_backward=include_backward)
+                if inner is not None:
+                    return Site(call.lineno, f"{dotted(call.func)}({arg.id}) (which runs {arg.id}(), reaching "
+                                             f"{inner.label} at line {inner.line})")
+        return None
+
+    def _collective_of_call(self, call: ast.Call, *, include_backward: bool = True) -> Site | None:
         recv, name = call_name(call)
         if not name:
             return None

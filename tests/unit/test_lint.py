@@ -374,3 +374,14 @@ def test_loaders_built_in_another_file_and_constructors() -> None:
     assert found(HEAD + "if rank == 0:\n    ema = SampleWeightedEMA(0.9)\ndist.barrier()\n") == []
     assert found(HEAD + "if rank == 0:\n    sample_images(model)\ndist.barrier()\n") == \
         [(4, "rank0-long-work-before-collective")]
+
+
+def test_a_step_function_handed_to_a_runner_is_run() -> None:
+    # ijepa: `gpu_timer(train_step)` runs the step (and its DDP backward); a rank-0 save before it waits
+    src = HEAD + ("from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                  "def train_step():\n    loss = model(x)\n    loss.backward()\nfor epoch in range(3):\n"
+                  "    out = gpu_timer(train_step)\n    if rank == 0:\n        torch.save(model.state_dict(), 'm.pt')\n")
+    assert found(src) == [(10, "rank0-long-work-before-collective")]
+    # another function of the file handed to a call is not assumed to run (litgpt's save_hyperparameters(setup))
+    other = src.replace("def train_step", "def setup").replace("gpu_timer(train_step)", "save_hyperparameters(setup)")
+    assert found(other) == []
