@@ -104,7 +104,7 @@ def test_healthy_job_has_no_odd_rank(tmp_path) -> None:  # noqa: ANN001
     with torchrun_job(TRAIN_DDP, "--steps", "100000", "--step-sleep-s", "0.01", "--log-interval", "50",
                       "--eval-interval", "100000", "--out-dir", str(tmp_path), nproc=4, deadline_s=60) as job:
         _settle(job, "step 50:", extra_s=0.2)
-        reports = [attach(job.launcher_pid()) for _ in range(3)]
+        reports = [attach(job.launcher_pid()) for _ in range(2)]   # twice: the answer holds from one look to the next
     for rep in reports:
         assert rep.culprit_ranks == (), rep.message
         assert rep.message.startswith("no rank is stuck in a collective: the job is making progress (just now: ")
