@@ -87,6 +87,22 @@ def _cond_text(node: ast.AST) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _escapes(f: SourceFacts, test: ast.AST, *, negated: bool = False) -> tuple[str, ...]:
+    """The tests that, inside a region where ``test`` (or, ``negated``, its negation) holds, hold on every
+    rank together: the terms of ``rank_cond or fsdp_eval`` that are not about the rank (``fsdp_eval``)."""
+    terms: list[ast.AST] = []
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if negated else ast.Or):
+        terms = [v for v in test.values if not f.is_rank_condition(v)]
+    out = []
+    for t in terms:
+        if negated:
+            out.append(ast.unparse(t.operand) if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not)
+                       else ast.unparse(ast.UnaryOp(ast.Not(), t)))
+        else:
+            out.append(ast.unparse(t))
+    return tuple(out)
+
+
 def _not_text(node: ast.AST) -> str:
     """The condition's negation as a reader would write it: ``not (x)``, or ``x`` for ``not x``."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -99,13 +115,77 @@ def _exits(block: list[ast.stmt]) -> ast.stmt | None:
     return last if isinstance(last, (ast.Return, ast.Continue, ast.Break)) else None
 
 
+#: where settings live: ``args.accum_freq``, ``self.cfg.grad_accum``, ``config.batch_size``
+_SETTINGS_ROOT = re.compile(r"^(args|opt|opts|cfg|config|conf|hparams|params|settings|flags|self\.(args|cfg|config|opt|"
+                            r"hparams|params|settings))\b")
+
+
+def _count_against_setting(test: ast.AST) -> bool:
+    """``len(accum_batches) < args.accum_freq``: a count that grows once per step, compared with a
+    setting, is the same on every rank (open_clip's gradient-accumulation gate), not a test of the data."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    sides = (test.left, test.comparators[0])
+    return any(isinstance(a, ast.Call) and dotted(a.func) == "len" for a in sides) and \
+        any(isinstance(b, ast.Attribute) and _SETTINGS_ROOT.match(dotted(b)) for b in sides)
+
+
+def _none_for_a_shared_reason(f: SourceFacts, stmt: ast.If) -> bool:
+    """``result = _train_step(...)``; ``if result is None: continue``: the result is None for the reasons the
+    function of this file returns None, and when none of those is a rank or a data test (open_clip's
+    "not yet accum_freq batches"), every rank gets None together."""
+    test = stmt.test
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        name = test.operand
+    elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.Eq)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        name = test.left
+    else:
+        return False
+    if not isinstance(name, ast.Name):
+        return False
+    scope = f._scope_of(stmt.lineno) or f.tree
+    makers = [n.value for n in walk_local(scope) if isinstance(n, ast.Assign) and n.lineno < stmt.lineno
+              and isinstance(n.value, ast.Call) and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
+    if not makers:
+        return False
+    maker = max(makers, key=lambda c: c.lineno)
+    recv, fname = call_name(maker)
+    defs = f.functions.get(fname, []) if recv in ("", "self", "cls") and fname not in f.imported else []
+    if not defs:
+        return False
+    for fn in defs:
+        for ret in (n for n in walk_local(fn) if isinstance(n, ast.Return)):
+            if ret.value is not None and not (isinstance(ret.value, ast.Constant) and ret.value.value is None):
+                continue
+            node: ast.AST = ret
+            while id(node) in f.parents:
+                _block, _i, owner = f.parents[id(node)]
+                if owner is fn:
+                    break
+                if isinstance(owner, (ast.If, ast.While)) and (
+                        f.is_rank_condition(owner.test) or _is_data_condition(owner.test)):
+                    return False
+                if isinstance(owner, ast.Try):
+                    return False   # None after an exception: a failure of this rank
+                node = owner
+    return True
+
+
 def _is_data_condition(test: ast.AST) -> bool:
+    if _count_against_setting(test):
+        return False
     # ``x.item()`` reads a tensor's value: the method name is no data name (``signal.item() == 0``)
     text = re.sub(r"\.item\(\)", "", ast.unparse(test))
     # whether a parameter has a gradient follows the model's graph, the same on every rank (modded-nanogpt's
     # `if param.grad is None: continue` before a reduce per parameter)
     text = re.sub(r"[\w.\[\]]*\.grad\s+is\s+(not\s+)?None", "", text)
     return bool(_NAN.search(text)) or (bool(_DATA_NAME.search(text)) and bool(_EMPTY_TEST.search(text)))
+
+
+#: the condition a region runs under: its line, its text, and the tests that hold on every rank together
+#: inside it (see :func:`_escapes`)
+Where = tuple[int, str, tuple[str, ...]]
 
 
 class _RankWalk:
@@ -115,25 +195,25 @@ class _RankWalk:
         self.f = facts
         self.out: list[RawFinding] = []
 
-    # a "where" is (line, text) of the condition in force, or None
-    def block(self, stmts: list[ast.stmt], where: tuple[int, str] | None) -> None:
+    # a "where" is the condition in force (see Where), or None
+    def block(self, stmts: list[ast.stmt], where: Where | None) -> None:
         for i, stmt in enumerate(stmts):
             self.stmt(stmt, where)
             if isinstance(stmt, ast.If) and not stmt.orelse and self.f.is_rank_condition(stmt.test):
                 exit_stmt = _exits(stmt.body)
                 if isinstance(exit_stmt, (ast.Return, ast.Continue)) and i + 1 < len(stmts):
                     rest = stmts[i + 1:]
-                    guard = (stmt.lineno, _not_text(stmt.test))
+                    guard = (stmt.lineno, _not_text(stmt.test), _escapes(self.f, stmt.test, negated=True))
                     if where is None:
                         self.region(rest, guard, after=rest[-1])
                     self.block(rest, where or guard)
                     return
 
-    def stmt(self, stmt: ast.stmt, where: tuple[int, str] | None) -> None:
+    def stmt(self, stmt: ast.stmt, where: Where | None) -> None:
         f = self.f
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if f.rank_only_function(stmt):
-                deco = (stmt.lineno, f"@{dotted(stmt.decorator_list[0])}")
+                deco = (stmt.lineno, f"@{dotted(stmt.decorator_list[0])}", ())
                 self.region(stmt.body, deco, after=None, function=stmt)
                 self.block(stmt.body, deco)
             else:
@@ -150,18 +230,20 @@ class _RankWalk:
             if f.is_rank_condition(stmt.test):
                 paired = (f.first_collective(stmt.body) is not None and f.first_collective(stmt.orelse) is not None
                           or _paired_in_enclosing(f, stmt))
-                inner = None if paired else (stmt.lineno, _cond_text(stmt.test))
+                inner = None if paired else (stmt.lineno, _cond_text(stmt.test), _escapes(f, stmt.test))
+                other = None if paired else (stmt.lineno, _not_text(stmt.test), _escapes(f, stmt.test, negated=True))
                 if where is None and not paired:
                     self.region(stmt.body, inner, after=stmt)
                     if stmt.orelse:
-                        self.region(stmt.orelse, (stmt.lineno, _not_text(stmt.test)), after=stmt)
+                        self.region(stmt.orelse, other, after=stmt)
                 self.block(stmt.body, where or inner)
-                self.block(stmt.orelse, where or (inner and (inner[0], _not_text(stmt.test))))
+                self.block(stmt.orelse, where or other)
             else:
                 text = ast.unparse(stmt.test)
                 if where is None and _DATA_NAME.search(text) and _LOCAL_COUNT_TEST.search(text):
                     self.data_branch(stmt)
-                self.block(stmt.body, where)
+                # `if not fsdp_eval and not is_rank0: return`, then `if fsdp_eval:`: every rank is here
+                self.block(stmt.body, None if where is not None and text in where[2] else where)
                 self.block(stmt.orelse, where)
             return
         for field in ("body", "orelse", "finalbody"):
@@ -174,7 +256,7 @@ class _RankWalk:
             for case in stmt.cases:
                 self.block(case.body, where)
 
-    def expressions(self, stmt: ast.stmt, where: tuple[int, str] | None) -> None:
+    def expressions(self, stmt: ast.stmt, where: Where | None) -> None:
         """Calls in the statement's own expressions (not in its nested blocks)."""
         nodes: list[ast.AST] = []
         for child in ast.iter_child_nodes(stmt):
@@ -183,7 +265,7 @@ class _RankWalk:
         for root in nodes:
             for node in walk_local(root):
                 if isinstance(node, ast.IfExp) and where is None and self.f.is_rank_condition(node.test):
-                    w = (node.lineno, _cond_text(node.test))
+                    w = (node.lineno, _cond_text(node.test), ())
                     for side in (node.body, node.orelse):
                         for sub in walk_local(side):
                             if isinstance(sub, ast.Call):
@@ -191,7 +273,7 @@ class _RankWalk:
                 elif isinstance(node, ast.Call) and where is not None:
                     self.collective(node, where)
 
-    def collective(self, call: ast.Call, where: tuple[int, str]) -> None:
+    def collective(self, call: ast.Call, where: Where) -> None:
         _recv, name = call_name(call)
         if name in POINT_TO_POINT:
             return
@@ -199,12 +281,12 @@ class _RankWalk:
         site = self.f.collective_of(call, include_backward=not (call_name(call)[1] in self.f.functions))
         if site is None:
             return
-        line, cond = where
+        line, cond = where[:2]
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
             f"{site.label} runs only on the ranks where `{cond}` (line {line}) holds"))
 
-    def region(self, stmts: list[ast.stmt], where: tuple[int, str] | None, *, after: ast.AST | None,
+    def region(self, stmts: list[ast.stmt], where: Where | None, *, after: ast.AST | None,
                function: ast.FunctionDef | ast.AsyncFunctionDef | None = None) -> None:
         """Long work on some ranks only, then a collective that every rank reaches."""
         if where is None or not stmts or self._explicit_collective(stmts):
@@ -222,7 +304,7 @@ class _RankWalk:
             nxt = self.f.next_collective_after(after)
         if nxt is None or self.f.waits_for_others(nxt.line):
             return
-        line, cond = where
+        line, cond = where[:2]
         self.out.append(RawFinding(
             Rule.RANK0_LONG_WORK, work.line,
             f"{work.label} runs only where `{cond}` (line {line}) holds, while the other ranks go on to "
@@ -257,11 +339,11 @@ class _RankWalk:
         if exit_stmt is None or stmt.orelse:
             return
         rank_cond = f.is_rank_condition(stmt.test)
-        data_cond = not rank_cond and _is_data_condition(stmt.test)
+        data_cond = not rank_cond and _is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
         if isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or \
                 isinstance(exit_stmt, ast.Continue) and data_cond:
             loop = _enclosing_loop(f, stmt)
-            site = f.first_collective(loop.body) if loop is not None else None
+            site = _collective_beside(f, loop, exit_stmt) if loop is not None else None
             if site is not None and loop is not None:
                 word = "break" if isinstance(exit_stmt, ast.Break) else "continue"
                 self.out.append(RawFinding(
@@ -301,6 +383,35 @@ class _RankWalk:
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
             f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
             f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at line {site.line}"))
+
+
+def _collective_beside(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Site | None:
+    """The first collective of ``loop`` that a pass taking the path to ``exit_stmt`` can reach: the other
+    branch of an ``if`` on that path whose test the loop never changes (open_clip's ``if use_fsdp_eval:
+    <broadcast> else: <break when the loader ends>``) belongs to another kind of run, not to this pass."""
+    side: dict[int, bool] = {}   # id(if) -> the exit is in its body (True) or its orelse (False)
+    node: ast.AST = exit_stmt
+    while id(node) in f.parents:
+        block, _i, owner = f.parents[id(node)]
+        if owner is loop:
+            break
+        if isinstance(owner, ast.If):
+            side[id(owner)] = block is owner.body
+        node = owner
+    changed = {t for n in walk_local(loop) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For))
+               for tgt in ([n.target] if not isinstance(n, ast.Assign) else n.targets) for t in target_names(tgt)}
+
+    def search(stmts: list[ast.stmt]) -> Site | None:
+        for st in stmts:
+            if isinstance(st, ast.If) and id(st) in side and not (
+                    {dotted(n) for n in ast.walk(st.test) if isinstance(n, (ast.Name, ast.Attribute))} & changed):
+                site = search(st.body if side[id(st)] else st.orelse)
+            else:
+                site = f.first_collective(st)
+            if site is not None:
+                return site
+        return None
+    return search(loop.body)  # type: ignore[attr-defined]
 
 
 def _explicit_calls(f: SourceFacts, nodes: list[ast.stmt]) -> set[tuple[str, str]]:

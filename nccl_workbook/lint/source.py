@@ -169,6 +169,12 @@ def _small_literal(node: ast.AST | None) -> bool:
     return not _HEAVY.search(ast.unparse(node))
 
 
+def _lookup_name(name: str) -> bool:
+    """``get_latest_checkpoint``, ``find_last_ckpt``, ``is_eval_step``: a name that says it looks something
+    up or answers a question, however much its object is long work to make."""
+    return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_"))
+
+
 def _small_save_name(name: str) -> bool:
     """``save_config``, ``save_args``, ``write_metadata_json``: a name that says it writes a small file."""
     return bool(_SMALL_FILE_PARTS.intersection(_parts(name)))
@@ -248,7 +254,25 @@ class SourceFacts:
         self._stmt_collective: dict[int, Site | None] = {}
         self._waiting: list[tuple[int, int]] | None = None
         self._wraps: list[tuple[ast.AST | None, int]] = []
+        #: ids of calls whose result a later save of the same function writes (open_clip's
+        #: ``checkpoint_dict = save_checkpoint(...)`` then ``torch.save(checkpoint_dict, path)``)
+        self._payloads: set[int] = set()
         self._index()
+
+    def _index_payloads(self) -> None:
+        scopes: list[ast.AST] = [self.tree, *(fn for fns in self.functions.values() for fn in fns)]
+        for scope in scopes:
+            built: dict[str, ast.Call] = {}
+            for node in walk_local(scope):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1 \
+                        and isinstance(node.targets[0], ast.Name):
+                    built[node.targets[0].id] = node.value
+            for node in walk_local(scope):
+                if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
+                        and "save" in _parts(call_name(node)[1]):
+                    maker = built.get(node.args[0].id)
+                    if maker is not None and maker.lineno < node.lineno:
+                        self._payloads.add(id(maker))
 
     @classmethod
     def parse(cls, text: str, path: str = "<string>") -> SourceFacts:
@@ -284,6 +308,7 @@ class SourceFacts:
                 if name in DATA_PARALLEL_NAMES:
                     self.data_parallel = True
         self._wraps = [(self._scope_of(c.lineno), c.lineno) for c in wrap_calls]
+        self._index_payloads()
         if any(m.startswith(("deepspeed", "accelerate", "horovod", "lightning", "pytorch_lightning"))
                or m.rsplit(".", 1)[-1] in DATA_PARALLEL_NAMES for m in self.modules.values()):
             self.data_parallel = True
@@ -580,8 +605,10 @@ class SourceFacts:
                 extra = "" if inner.label == label else f" (which runs {inner.label} at line {inner.line})"
                 return Site(node.lineno, f"{label}{extra}", inner.kind)
             return None
-        if name.startswith(("is_", "has_", "get_", "set_", "should_")) or _NOT_LONG_RECEIVER.search(recv or "-") \
+        if _lookup_name(name) or _NOT_LONG_RECEIVER.search(recv or "-") \
                 or (name in ("eval", "train") and recv and not node.args):   # model.eval(): a mode switch
+            return None
+        if id(node) in self._payloads:   # builds what a later save writes: the save is the long work
             return None
         if _log_line_name(name) or name[:1].isupper():   # a class being built (open_clip's SampleWeightedEMA())
             return None
@@ -598,7 +625,7 @@ class SourceFacts:
         self._long[name] = None
         found: Site | None = None
         for fn in self.functions.get(name, []):
-            if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name):
+            if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name):
                 if not self._writes_metadata_only(fn):
                     found = Site(fn.lineno, f"{name}()")
                     break

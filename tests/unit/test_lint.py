@@ -385,3 +385,39 @@ def test_a_step_function_handed_to_a_runner_is_run() -> None:
     # another function of the file handed to a call is not assumed to run (litgpt's save_hyperparameters(setup))
     other = src.replace("def train_step", "def setup").replace("gpu_timer(train_step)", "save_hyperparameters(setup)")
     assert found(other) == []
+
+
+def test_open_clip_idioms_of_round_three() -> None:
+    # a lookup named for checkpoints is not long work (get_latest_checkpoint, then broadcast its answer)
+    lookup = HEAD + ("import glob\ndef get_latest_checkpoint(path):\n    return sorted(glob.glob(path))[-1]\n"
+                     "if rank == 0:\n    resume = {}(path)\ndist.broadcast_object_list([resume])\n")
+    assert found(lookup.format("get_latest_checkpoint")) == []
+    assert found(lookup.replace("get_latest_checkpoint", "save_checkpoint").format("save_checkpoint")) == \
+        [(7, "rank0-long-work-before-collective")]
+    # `state = save_checkpoint(...)` builds what the torch.save below writes: the save is the long work
+    payload = HEAD + ("from ckpt import save_checkpoint\nif rank == 0:\n    state = save_checkpoint(model)\n"
+                      "    torch.save(state, 'm.pt')\ndist.barrier()\n")
+    assert found(payload) == [(6, "rank0-long-work-before-collective")]
+    assert found(payload.replace("    torch.save(state, 'm.pt')\n", "")) == [(5, "rank0-long-work-before-collective")]
+    # an accumulation counter compared with a setting, and the None a step returns for that reason only
+    accum = HEAD + ("from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                    "def step(batch, acc):\n    acc.append(batch)\n    if len(acc) < args.accum_freq:\n"
+                    "        return None\n    loss = model(acc)\n    loss.backward()\n    return loss\n"
+                    "for batch in loader:\n    result = step(batch, acc)\n    if result is None:\n        continue\n"
+                    "    dist.all_reduce(result)\n")
+    assert found(accum) == []
+    # the step returns None when its own batch is empty: that is per rank, reported
+    per_rank = accum.replace("len(acc) < args.accum_freq", "len(batch) == 0")
+    assert (7, "uneven-collective-count") in found(per_rank)
+    assert (14, "uneven-collective-count") in found(per_rank)
+    # `if not fsdp and not is_main: return`, then under `if fsdp:` every rank is there; a break in the
+    # other branch of that loop-invariant test does not change how often the FSDP branch's broadcast runs
+    guard = HEAD + ("def evaluate(fsdp):\n    is_main = rank == 0\n    if not fsdp and not is_main:\n        return\n"
+                    "    while True:\n        if fsdp:\n            dist.broadcast(signal, src=0)\n"
+                    "            if signal.item() == 0:\n                break\n        else:\n"
+                    "            batch = next(it, None)\n            if batch is None:\n                break\n")
+    assert found(guard) == []
+    # the same broadcast under the rank part of the guard is rank-only: reported
+    assert (9, "collective-in-rank-branch") in found(guard.replace("        if fsdp:\n", "        if is_main:\n"))
+    # and a break on the same side as the broadcast still counts
+    assert found(guard.replace("        else:\n", "        if True:\n")) == [(15, "uneven-collective-count")]
