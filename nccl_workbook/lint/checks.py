@@ -57,6 +57,8 @@ _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardIn
 #: exceptions a framework raises on purpose to end a loop (composer's ``BreakEpochException``): control
 #: flow like ``StopIteration``, not a failure of the rank
 _CONTROL_FLOW_EXCEPTION = re.compile(r"^(Break|Stop)[A-Z]\w*$")
+#: a helper that runs its work on the main process only, by its name (``save_on_master``)
+_ON_MAIN = re.compile(r"_on_(master|main|main_process|rank_?0|rank_?zero|primary|leader|global_zero)$")
 _EXITS = re.compile(r"^(sys\.exit|exit|quit|os\._exit|os\.abort|abort)$")
 _EVEN_CALLS = re.compile(r"(^|\.)(\w*DistributedSampler|prepare|prepare_data_loader|device|to|"
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
@@ -223,6 +225,12 @@ class _RankWalk:
             self.block(stmt.body, None)
             return
         self.expressions(stmt, where)
+        if where is None and isinstance(stmt, (ast.Expr, ast.Assign)) and isinstance(stmt.value, ast.Call):
+            # `utils.save_on_master(state, path)` (DeiT, DINO, ConvNeXt): the helper of another file tests the
+            # rank itself; its name says so
+            _recv, name = call_name(stmt.value)
+            if _ON_MAIN.search(name) and name not in f.functions:
+                self.region([stmt], (stmt.lineno, f"the main process, inside {name}()", ()), after=stmt)
         if isinstance(stmt, ast.Break) and where is not None:
             self.break_in_rank_region(stmt)
         if isinstance(stmt, ast.If):

@@ -248,6 +248,8 @@ class SourceFacts:
         self.imported: dict[str, str] = {}    # local name -> "module.name" it was imported as
         self.argparse_defaults: dict[str, object] = {}
         self.data_parallel = False
+        #: names holding an object on some ranks only, ``None`` on the others (see _index_rank_objects)
+        self.rank_objects: set[str] = set()
         self._collective: dict[str, Site | None] = {}
         self._long: dict[str, Site | None] = {}
         self._returns_flag: set[str] = set()
@@ -331,6 +333,26 @@ class SourceFacts:
                 for node in walk_local(fn):
                     if isinstance(node, ast.Return) and node.value is not None and self.is_rank_condition(node.value):
                         self._returns_flag.add(name)
+        self._index_rank_objects()
+
+    def _index_rank_objects(self) -> None:
+        """Names bound to an object on some ranks only and to ``None`` everywhere else (timm's ``saver = None``;
+        ``if utils.is_primary(args): saver = CheckpointSaver(...)``): ``saver is not None`` tests the rank."""
+        under_rank: set[int] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.If) and self.is_rank_condition(node.test):
+                under_rank.update(id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Assign))
+        on_some: set[str] = set()
+        on_all: set[str] = set()
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.Assign) or _const(node.value) is None:
+                continue
+            v = node.value
+            rank_exp = isinstance(v, ast.IfExp) and self.is_rank_condition(v.test) and None in (
+                _const(v.body), _const(v.orelse))
+            names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+            (on_some if id(node) in under_rank or rank_exp else on_all).update(names)
+        self.rank_objects = on_some - on_all
 
     def _index_block(self, block: list[ast.stmt], owner: ast.AST) -> None:
         for i, stmt in enumerate(block):
@@ -410,6 +432,10 @@ class SourceFacts:
             return any(self.is_rank_condition(v) for v in node.values)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return self.is_rank_condition(node.operand)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
+                and isinstance(node.left, ast.Name) and node.left.id in self.rank_objects \
+                and _const(node.comparators[0]) is None:
+            return True
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if not any(self.is_rank_value(s) or self.is_rank_condition(s) for s in sides):

@@ -421,3 +421,22 @@ def test_open_clip_idioms_of_round_three() -> None:
     assert (9, "collective-in-rank-branch") in found(guard.replace("        if fsdp:\n", "        if is_main:\n"))
     # and a break on the same side as the broadcast still counts
     assert found(guard.replace("        else:\n", "        if True:\n")) == [(15, "uneven-collective-count")]
+
+
+def test_objects_made_on_one_rank_and_helpers_named_for_the_main_process() -> None:
+    # timm: `saver = None`, made on the primary rank only: `saver is not None` tests the rank
+    made = HEAD + ("saver = None\nif dist.get_rank() == 0:\n    saver = CheckpointSaver(model)\n"
+                   "for epoch in range(3):\n    dist.all_reduce(t)\n    if saver is not None:\n"
+                   "        saver.save_checkpoint(epoch)\n")
+    assert found(made) == [(9, "rank0-long-work-before-collective")]
+    # the same object made on every rank: the test is the same everywhere
+    assert found(made.replace("if dist.get_rank() == 0:\n    saver", "if args.save:\n    saver")) == []
+    # a conditional expression does the same (bayesian-flow-networks' `... if is_main else None`)
+    assert found(made.replace("saver = None\nif dist.get_rank() == 0:\n    saver = CheckpointSaver(model)\n",
+                              "saver = CheckpointSaver(model) if dist.get_rank() == 0 else None\n")) == \
+        [(7, "rank0-long-work-before-collective")]
+    # DINO/DeiT/ConvNeXt: `utils.save_on_master(...)` tests the rank inside another file; its name says so
+    helper = HEAD + "import utils\nfor epoch in range(3):\n    dist.all_reduce(t)\n    utils.{}(state, 'c.pth')\n"
+    assert found(helper.format("save_on_master")) == [(6, "rank0-long-work-before-collective")]
+    assert found(helper.format("print_on_master")) == []   # a line of log
+    assert found(helper.format("save")) == []               # every rank saves: nothing waits
