@@ -14,9 +14,11 @@ notebook that reproduces it:
 - ``noop-timeout-setting``: ``NCCL_TIMEOUT``, a late ``_DEFAULT_PG_TIMEOUT``, deprecated aliases;
 - ``dataloader-timeout-ge-pg-timeout``: a ``DataLoader(timeout=)`` not well below the group timeout.
 
-Known limits: names are matched by spelling and followed through plain assignments and through
-functions of the same file (one level of callers for "what comes next"); other modules, class
-hierarchies and values in containers are not followed. See ``tests/data/lint/SOURCES.md`` for
+Known limits: names are matched by spelling and followed through plain assignments, through
+functions of the same file and of the user's other files (local imports, read beside and above the
+file; one level of callers for "what comes next", across the files linted together: see
+:mod:`nccl_workbook.lint.project`); installed packages, class hierarchies and values in containers
+are not followed. See ``tests/data/lint/SOURCES.md`` for
 recall and false reports measured on public scripts.
 
 Usage::

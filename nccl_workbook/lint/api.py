@@ -23,6 +23,7 @@ from typing import Any
 
 from nccl_workbook.lint.checks import CHECKS, RawFinding
 from nccl_workbook.lint.rules import RULES, Rule, notebook_for
+from nccl_workbook.lint.project import Project
 from nccl_workbook.lint.source import SourceFacts
 
 __all__ = ["LintFinding", "LintError", "LintReport", "lint_source", "lint_file", "lint_paths", "python_files"]
@@ -113,9 +114,12 @@ def _finish(raw: RawFinding, path: str) -> LintFinding:
                        fix=info.fix, notebook=notebook_for(scenario))
 
 
-def lint_source(text: str, path: str = "<string>") -> list[LintFinding]:
-    """The findings in one file's source text. A ``SyntaxError`` propagates (see :func:`lint_file`)."""
-    facts = SourceFacts.parse(text, path)
+def lint_source(text: str, path: str = "<string>", project: Project | None = None) -> list[LintFinding]:
+    """The findings in one file's source text. A ``SyntaxError`` propagates (see :func:`lint_file`).
+    With a :class:`~nccl_workbook.lint.project.Project`, calls into the project's other files are followed."""
+    facts = project.facts(Path(path), text) if project is not None else None
+    if facts is None:
+        facts = SourceFacts.parse(text, path)
     seen: set[tuple[int, Rule]] = set()
     out: list[LintFinding] = []
     for check in CHECKS:
@@ -126,15 +130,17 @@ def lint_source(text: str, path: str = "<string>") -> list[LintFinding]:
     return sorted(out, key=lambda f: (f.line, f.rule.value))
 
 
-def lint_file(path: str | os.PathLike[str]) -> tuple[list[LintFinding], LintError | None]:
-    """One file: its findings, or the error that kept it from being checked."""
+def lint_file(path: str | os.PathLike[str], project: Project | None = None) -> tuple[list[LintFinding], LintError | None]:
+    """One file: its findings, or the error that kept it from being checked. Its local imports are
+    followed (the files beside and above it, see :mod:`nccl_workbook.lint.project`)."""
+    project = project if project is not None else Project([Path(path)])
     p = Path(path)
     try:
         text = p.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         return [], LintError(str(path), f"cannot read: {exc.strerror or exc}")
     try:
-        return lint_source(text, str(path)), None
+        return lint_source(text, str(path), project), None
     except SyntaxError as exc:
         return [], LintError(str(path), f"does not parse: {exc.msg} (line {exc.lineno})")
     except (ValueError, RecursionError) as exc:  # null bytes; absurdly deep nesting
@@ -156,20 +162,22 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]]) -> LintReport:
     findings: list[LintFinding] = []
     errors: list[LintError] = []
     checked = 0
+    files: list[Path] = []
     for raw_path in paths:
         p = Path(raw_path)
         if p.is_dir():
-            files = python_files(p)
+            files.extend(python_files(p))
         elif p.exists():
-            files = [p]
+            files.append(p)
         else:
             errors.append(LintError(str(raw_path), "no such file or folder"))
-            continue
-        for file in files:
-            found, error = lint_file(file)
-            if error is not None:
-                errors.append(error)
-            else:
-                checked += 1
-                findings.extend(found)
+    # one project: a call from one file into another is followed, and so is what follows a call
+    project = Project(files)
+    for file in files:
+        found, error = lint_file(file, project)
+        if error is not None:
+            errors.append(error)
+        else:
+            checked += 1
+            findings.extend(found)
     return LintReport(findings=tuple(findings), errors=tuple(errors), files_checked=checked)

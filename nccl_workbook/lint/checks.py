@@ -105,6 +105,16 @@ def _escapes(f: SourceFacts, test: ast.AST, *, negated: bool = False) -> tuple[s
     return tuple(out)
 
 
+def _escaped(stmts: list[ast.stmt], escapes: tuple[str, ...]) -> frozenset[int]:
+    """The ids of the statements in the bodies of the ``if``s whose test is one of the escapes."""
+    out: set[int] = set()
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.If) and ast.unparse(node.test) in escapes:
+                out.update(id(b) for b in node.body)
+    return frozenset(out)
+
+
 def _not_text(node: ast.AST) -> str:
     """The condition's negation as a reader would write it: ``not (x)``, or ``x`` for ``not x``."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -286,7 +296,7 @@ class _RankWalk:
         if name in POINT_TO_POINT:
             return
         # through a function of the file, only explicit collectives count here (see function_collective)
-        site = self.f.collective_of(call, include_backward=not (call_name(call)[1] in self.f.functions))
+        site = self.f.collective_of(call, include_backward=not self.f.calls_a_function_of_ours(call))
         if site is None:
             return
         line, cond = where[:2]
@@ -297,9 +307,11 @@ class _RankWalk:
     def region(self, stmts: list[ast.stmt], where: Where | None, *, after: ast.AST | None,
                function: ast.FunctionDef | ast.AsyncFunctionDef | None = None) -> None:
         """Long work on some ranks only, then a collective that every rank reaches."""
-        if where is None or not stmts or self._explicit_collective(stmts):
+        # what runs under an escape test (`if use_fsdp_eval:`) runs on every rank: not part of the region
+        skip = _escaped(stmts, where[2]) if where is not None and where[2] else frozenset()
+        if where is None or not stmts or self._explicit_collective(stmts, skip):
             return
-        work = self.f.first_long_work(stmts)
+        work = self.f.first_long_work(stmts, skip)
         if work is None:
             return
         nxt: Site | None = None
@@ -316,16 +328,16 @@ class _RankWalk:
         self.out.append(RawFinding(
             Rule.RANK0_LONG_WORK, work.line,
             f"{work.label} runs only where `{cond}` (line {line}) holds, while the other ranks go on to "
-            f"{nxt.label} at line {nxt.line}",
+            f"{nxt.label} at {nxt.at}",
             scenario="slow-metrics-on-rank0" if work.kind == "logging" else ""))
 
-    def _explicit_collective(self, stmts: list[ast.stmt]) -> bool:
+    def _explicit_collective(self, stmts: list[ast.stmt], skip: frozenset[int] = frozenset()) -> bool:
         """Does the region call a collective itself (rule 1 reports it), not counting a backward reached
         through a function of the file?"""
         for stmt in stmts:
-            for node in walk_local(stmt):
+            for node in walk_local(stmt, skip):
                 if isinstance(node, ast.Call) and call_name(node)[1] not in POINT_TO_POINT and self.f.collective_of(
-                        node, include_backward=call_name(node)[1] not in self.f.functions) is not None:
+                        node, include_backward=not self.f.calls_a_function_of_ours(node)) is not None:
                     return True
         return False
 
@@ -357,7 +369,7 @@ class _RankWalk:
                 self.out.append(RawFinding(
                     Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
                     f"`{word}` when `{_cond_text(stmt.test)}` (true on some ranks only) changes how many times those "
-                    f"ranks reach {site.label} at line {site.line} in the loop at line {loop.lineno}"))
+                    f"ranks reach {site.label} at {site.at} in the loop at line {loop.lineno}"))
         elif isinstance(exit_stmt, ast.Return) and data_cond:
             site = f.next_collective_after(stmt, depth=0)
             if site is not None:
@@ -390,7 +402,7 @@ class _RankWalk:
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
             f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
-            f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at line {site.line}"))
+            f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at {site.at}"))
 
 
 def _collective_beside(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Site | None:
@@ -427,7 +439,7 @@ def _explicit_calls(f: SourceFacts, nodes: list[ast.stmt]) -> set[tuple[str, str
     keys: set[tuple[str, str]] = set()
     for stmt in nodes:
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and call_name(node)[1] not in f.functions and \
+            if isinstance(node, ast.Call) and not f.calls_a_function_of_ours(node) and \
                     f.collective_of(node, include_backward=False) is not None:
                 keys.add((call_name(node)[1], ast.unparse(node.args[0]) if node.args else ""))
     return keys
@@ -628,7 +640,7 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
             caught = ", ".join(_handler_names(handler))
             out.append(RawFinding(
                 Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,
-                f"`except {caught}` around {site.label} (line {site.line}) lets this rank go on without telling the "
+                f"`except {caught}` around {site.label} ({site.at}) lets this rank go on without telling the "
                 f"others, which wait for it in that collective"))
     return out
 

@@ -20,7 +20,9 @@ is imported or run):
   pushes to a logging service, or a loop over a data loader, again through functions of the file.
 
 Known limits: names are matched by spelling, not by type (a variable called ``rank`` is a rank);
-functions are found by name in the same file only (``self.save()`` finds any method ``save``);
+functions are found by name in the same file (``self.save()`` finds any method ``save``) or, when the
+file is read as part of a :class:`~nccl_workbook.lint.project.Project`, through its imports of local
+modules (:meth:`SourceFacts.external`);
 values are followed through plain assignments, not through containers or other modules.
 
 Usage::
@@ -34,7 +36,12 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nccl_workbook.lint.project import Project
 
 __all__ = ["SourceFacts", "Site", "dotted", "call_name", "walk_local", "target_names"]
 
@@ -217,16 +224,25 @@ class Site:
     label: str
     #: for long work: ``"logging"`` when it is a push to a logging service, else ``"work"``
     kind: str = "work"
+    #: the file, when it is not the one being read (a function of another file of the project)
+    path: str = ""
+
+    @property
+    def at(self) -> str:
+        """``line 12``, or ``train.py:12`` in another file."""
+        return f"{self.path}:{self.line}" if self.path else f"line {self.line}"
 
 
-def walk_local(node: ast.AST) -> Iterator[ast.AST]:
-    """``ast.walk`` that does not enter nested functions, classes or lambdas."""
+def walk_local(node: ast.AST, skip: frozenset[int] = frozenset()) -> Iterator[ast.AST]:
+    """``ast.walk`` that does not enter nested functions, classes or lambdas (nor the nodes whose ids
+    are in ``skip``)."""
     stack = [node]
     while stack:
         n = stack.pop()
         yield n
         for child in ast.iter_child_nodes(n):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) \
+                    and id(child) not in skip:
                 stack.append(child)
 
 
@@ -248,6 +264,10 @@ class SourceFacts:
         self.imported: dict[str, str] = {}    # local name -> "module.name" it was imported as
         self.argparse_defaults: dict[str, object] = {}
         self.data_parallel = False
+        #: local name -> (module, name in it or "" for the module itself, relative-import level)
+        self.import_from: dict[str, tuple[str, str, int]] = {}
+        #: the other files of the user's project, when linted as part of one (see lint/project.py)
+        self.project: Project | None = None
         #: names holding an object on some ranks only, ``None`` on the others (see _index_rank_objects)
         self.rank_objects: set[str] = set()
         self._collective: dict[str, Site | None] = {}
@@ -261,20 +281,20 @@ class SourceFacts:
         self._payloads: set[int] = set()
         self._index()
 
-    def _index_payloads(self) -> None:
-        scopes: list[ast.AST] = [self.tree, *(fn for fns in self.functions.values() for fn in fns)]
-        for scope in scopes:
-            built: dict[str, ast.Call] = {}
-            for node in walk_local(scope):
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1 \
-                        and isinstance(node.targets[0], ast.Name):
-                    built[node.targets[0].id] = node.value
-            for node in walk_local(scope):
-                if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
-                        and "save" in _parts(call_name(node)[1]):
-                    maker = built.get(node.args[0].id)
-                    if maker is not None and maker.lineno < node.lineno:
-                        self._payloads.add(id(maker))
+    def _index_payloads(self, assigns: list[ast.Assign], saves: list[ast.Call]) -> None:
+        by_name: dict[str, list[ast.Assign]] = {}
+        for node in assigns:
+            if isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                by_name.setdefault(node.targets[0].id, []).append(node)
+        for save in saves:
+            arg = save.args[0]
+            assert isinstance(arg, ast.Name)
+            makers = [a for a in by_name.get(arg.id, []) if a.lineno < save.lineno]
+            if makers:
+                scope = self._scope_of(save.lineno)
+                for maker in makers:
+                    if self._scope_of(maker.lineno) is scope:
+                        self._payloads.add(id(maker.value))
 
     @classmethod
     def parse(cls, text: str, path: str = "<string>") -> SourceFacts:
@@ -285,32 +305,45 @@ class SourceFacts:
     def _index(self) -> None:
         assigns: list[tuple[list[str], ast.AST]] = []
         wrap_calls: list[ast.Call] = []
+        ifs: list[ast.If] = []
+        plain: list[ast.Assign] = []
+        saves: list[ast.Call] = []
         self._index_block(self.tree.body, self.tree)
         for node in ast.walk(self.tree):
+            if isinstance(node, ast.If):
+                ifs.append(node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, []).append(node)
             elif isinstance(node, ast.Import):
                 for a in node.names:
                     self.modules[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-            elif isinstance(node, ast.ImportFrom) and node.module:
+                    if a.asname or "." not in a.name:
+                        self.import_from[a.asname or a.name] = (a.name, "", 0)
+            elif isinstance(node, ast.ImportFrom):
                 for a in node.names:
-                    full = f"{node.module}.{a.name}"
-                    self.imported[a.asname or a.name] = full
-                    self.modules[a.asname or a.name] = full
+                    if node.module:
+                        full = f"{node.module}.{a.name}"
+                        self.imported[a.asname or a.name] = full
+                        self.modules[a.asname or a.name] = full
+                    self.import_from[a.asname or a.name] = (node.module or a.name, a.name if node.module else "",
+                                                            node.level)
             elif isinstance(node, ast.Assign):
                 assigns.append(([t for tgt in node.targets for t in target_names(tgt)], node.value))
+                plain.append(node)
             elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
                 assigns.append((target_names(node.target), node.value))
             elif isinstance(node, ast.Call):
                 self._index_call(node)
                 if dotted(node.func).rsplit(".", 1)[-1] in _WRAPPERS:
                     wrap_calls.append(node)
+                if node.args and isinstance(node.args[0], ast.Name) and "save" in _parts(call_name(node)[1]):
+                    saves.append(node)
             elif isinstance(node, (ast.Name, ast.Attribute)):
                 name = node.id if isinstance(node, ast.Name) else node.attr
                 if name in DATA_PARALLEL_NAMES:
                     self.data_parallel = True
         self._wraps = [(self._scope_of(c.lineno), c.lineno) for c in wrap_calls]
-        self._index_payloads()
+        self._index_payloads(plain, saves)
         if any(m.startswith(("deepspeed", "accelerate", "horovod", "lightning", "pytorch_lightning"))
                or m.rsplit(".", 1)[-1] in DATA_PARALLEL_NAMES for m in self.modules.values()):
             self.data_parallel = True
@@ -333,19 +366,19 @@ class SourceFacts:
                 for node in walk_local(fn):
                     if isinstance(node, ast.Return) and node.value is not None and self.is_rank_condition(node.value):
                         self._returns_flag.add(name)
-        self._index_rank_objects()
+        self._index_rank_objects(ifs, plain)
 
-    def _index_rank_objects(self) -> None:
+    def _index_rank_objects(self, ifs: list[ast.If], assigns: list[ast.Assign]) -> None:
         """Names bound to an object on some ranks only and to ``None`` everywhere else (timm's ``saver = None``;
         ``if utils.is_primary(args): saver = CheckpointSaver(...)``): ``saver is not None`` tests the rank."""
         under_rank: set[int] = set()
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.If) and self.is_rank_condition(node.test):
+        for node in ifs:
+            if self.is_rank_condition(node.test):
                 under_rank.update(id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Assign))
         on_some: set[str] = set()
         on_all: set[str] = set()
-        for node in ast.walk(self.tree):
-            if not isinstance(node, ast.Assign) or _const(node.value) is None:
+        for node in assigns:
+            if _const(node.value) is None:
                 continue
             v = node.value
             rank_exp = isinstance(v, ast.IfExp) and self.is_rank_condition(v.test) and None in (
@@ -454,8 +487,11 @@ class SourceFacts:
             return name in self.rank_flags or _is_main_flag_name(name) or \
                 (name in self.rank_values and isinstance(node, ast.Name))
         if isinstance(node, ast.Call):
-            _recv, name = call_name(node)
-            return name in self._returns_flag or _is_main_flag_name(name)
+            recv, name = call_name(node)
+            if name in self._returns_flag or _is_main_flag_name(name):
+                return True
+            ext = self.external(recv, name)
+            return ext is not None and ext[1] in ext[0]._returns_flag
         return False
 
     # -- collectives ------------------------------------------------------------------------------------
@@ -471,7 +507,7 @@ class SourceFacts:
                 inner = self.function_collective(arg.id, include_backward=include_backward)
                 if inner is not None:
                     return Site(call.lineno, f"{dotted(call.func)}({arg.id}) (which runs {arg.id}(), reaching "
-                                             f"{inner.label} at line {inner.line})")
+                                             f"{inner.label} at {inner.at})")
         return None
 
     def _collective_of_call(self, call: ast.Call, *, include_backward: bool = True) -> Site | None:
@@ -484,7 +520,15 @@ class SourceFacts:
         if recv in ("self", "cls", "") and name in self.functions and not full:
             inner = self.function_collective(name, include_backward=include_backward)
             if inner is not None:
-                return Site(line, f"{label} (which reaches {inner.label} at line {inner.line})")
+                return Site(line, f"{label} (which reaches {inner.label} at {inner.at})")
+            return None
+        ext = self.external(recv, name)
+        if ext is not None:
+            other, func = ext
+            inner = other.function_collective(func, include_backward=include_backward)
+            if inner is not None:
+                inner = self._elsewhere(other, inner)
+                return Site(line, f"{label} (which reaches {inner.label} at {inner.at})")
             return None
         if name in DIST_COLLECTIVES and (self.resolves_to_dist(recv) or full.startswith("torch.distributed")):
             return Site(line, label)
@@ -553,6 +597,33 @@ class SourceFacts:
         scope = self._scope_of(call.lineno)
         wraps = [line for w_scope, line in self._wraps if w_scope is scope]
         return bool(wraps) and min(wraps) > call.lineno
+
+    def external(self, recv: str, name: str) -> tuple[SourceFacts, str] | None:
+        """The file of the project that defines the function a call names (``evaluate()`` imported from
+        ``engine``, ``utils.save_on_master()``), and its name there; None outside a project."""
+        if self.project is None:
+            return None
+        here = Path(self.path)
+        other: SourceFacts | None = None
+        func = name
+        if not recv and name in self.import_from and name not in self.functions:
+            module, func, level = self.import_from[name]
+            if func:
+                other = self.project.module(module, here, level)
+        elif recv in self.import_from:
+            module, sub, level = self.import_from[recv]
+            other = self.project.module(f"{module}.{sub}" if sub else module, here, level)
+        if other is None or other is self or func not in other.functions:
+            return None
+        return other, func
+
+    def calls_a_function_of_ours(self, call: ast.Call) -> bool:
+        """Does the call go to a function of this file or of the project (not a library's)?"""
+        recv, name = call_name(call)
+        return name in self.functions or self.external(recv, name) is not None
+
+    def _elsewhere(self, other: SourceFacts, site: Site) -> Site:
+        return site if site.path else replace(site, path=Path(other.path).name)
 
     def function_collective(self, name: str, *, include_backward: bool = True) -> Site | None:
         """The first collective a function of this file reaches (through its own calls), or None.
@@ -623,18 +694,27 @@ class SourceFacts:
         if not name:
             return None
         label = f"{recv}.{name}()" if recv else f"{name}()"
+        if id(node) in self._payloads:   # builds what a later save writes: the save is the long work
+            return None
         if recv and LOGGING_RECEIVERS.search(recv) and LOGGING_METHODS.match(name):
             return Site(node.lineno, label, "logging")
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
             inner = self.function_long_work(name)
             if inner is not None:
-                extra = "" if inner.label == label else f" (which runs {inner.label} at line {inner.line})"
+                extra = "" if inner.label == label else f" (which runs {inner.label} at {inner.at})"
+                return Site(node.lineno, f"{label}{extra}", inner.kind)
+            return None
+        ext = self.external(recv, name)
+        if ext is not None:
+            other, func = ext
+            inner = other.function_long_work(func)
+            if inner is not None:
+                inner = self._elsewhere(other, inner)
+                extra = "" if inner.label in (label, f"{func}()") else f" (which runs {inner.label} at {inner.at})"
                 return Site(node.lineno, f"{label}{extra}", inner.kind)
             return None
         if _lookup_name(name) or _NOT_LONG_RECEIVER.search(recv or "-") \
                 or (name in ("eval", "train") and recv and not node.args):   # model.eval(): a mode switch
-            return None
-        if id(node) in self._payloads:   # builds what a later save writes: the save is the long work
             return None
         if _log_line_name(name) or name[:1].isupper():   # a class being built (open_clip's SampleWeightedEMA())
             return None
@@ -687,10 +767,10 @@ class SourceFacts:
                                  and self.collective_of(item.context_expr) is None for item in node.items)]
         return any(lo <= line <= hi for lo, hi in self._waiting)
 
-    def first_long_work(self, stmts: list[ast.stmt]) -> Site | None:
+    def first_long_work(self, stmts: list[ast.stmt], skip: frozenset[int] = frozenset()) -> Site | None:
         best: Site | None = None
         for stmt in stmts:
-            for node in walk_local(stmt):
+            for node in walk_local(stmt, skip):
                 site = self.long_work_of(node)
                 if site is not None and (best is None or site.line < best.line):
                     best = site
@@ -729,6 +809,10 @@ class SourceFacts:
                     site = self.next_collective_after(caller, depth=depth - 1)
                     if site is not None:
                         return site
+                for other, caller in self.project.callers(self, owner.name) if self.project else ():
+                    site = other.next_collective_after(caller, depth=depth - 1)
+                    if site is not None:
+                        return other._elsewhere(other, site)
                 return None
             if isinstance(owner, ast.Module):
                 return None

@@ -440,3 +440,56 @@ def test_objects_made_on_one_rank_and_helpers_named_for_the_main_process() -> No
     assert found(helper.format("save_on_master")) == [(6, "rank0-long-work-before-collective")]
     assert found(helper.format("print_on_master")) == []   # a line of log
     assert found(helper.format("save")) == []               # every rank saves: nothing waits
+
+
+def test_calls_into_the_other_files_of_the_project_are_followed(tmp_path: Path) -> None:
+    pkg = tmp_path / "proj" / "pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    # engine.py: the step (DDP's all-reduce in backward) and a rank-0 evaluation that ends in a barrier
+    (pkg / "engine.py").write_text(textwrap.dedent("""\
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train_one_epoch(model, loader):
+            for x in loader:
+                model(x).sum().backward()
+        def evaluate(model, rank):
+            if rank != 0:
+                return
+            for batch in val_loader:
+                model(batch)
+        def sync():
+            dist.barrier()
+        """))
+    (pkg / "utils.py").write_text("def helper(:\n")   # does not parse: context only, ignored
+    main = tmp_path / "proj" / "train.py"
+    main.write_text(textwrap.dedent("""\
+        import torch
+        import torch.distributed as dist
+        from pkg.engine import train_one_epoch, evaluate
+        from pkg import engine
+        for epoch in range(3):
+            train_one_epoch(model, loader)
+            if dist.get_rank() == 0:
+                torch.save(model.state_dict(), "m.pt")
+            evaluate(model, dist.get_rank())
+            engine.sync()
+        if dist.get_rank() == 0:
+            engine.sync()
+        """))
+    # the file alone, its imports read beside it: the save before the next epoch's backward (in
+    # engine.py) and the barrier reached through `engine.sync()` under a rank test
+    report = lint_paths([main])
+    assert [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.findings] == [
+        ("train.py", 8, "rank0-long-work-before-collective"), ("train.py", 12, "collective-in-rank-branch")]
+    assert "engine.py:12" in report.findings[1].message
+    assert report.errors == () and report.files_checked == 1     # engine.py was read, not reported
+    # the whole folder: engine.py's rank-0 evaluation is followed back to its caller, whose next
+    # collective (the barrier after it) the other ranks wait in
+    report = lint_paths([tmp_path / "proj"])
+    where = [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.findings]
+    assert ("engine.py", 9, "rank0-long-work-before-collective") in where
+    assert "train.py:" in next(f.message for f in report.findings if f.path.endswith("engine.py"))
+    assert [e.path.rsplit("/", 1)[-1] for e in report.errors] == ["utils.py"]   # named, the others checked
+    # the same text as one string: nothing outside it is known, nothing is claimed
+    assert found(main.read_text()) == []

@@ -54,3 +54,23 @@ def test_corpus_case(case: dict) -> None:
     assert out.missing == [], f"{case['file']}: expected findings not reported"
     assert out.unexpected == [], f"{case['file']}: false reports"
     assert out.stale_false == [], f"{case['file']}: known false reports no longer made: move them to blind_false"
+
+
+def test_open_clip_linted_as_a_project(tmp_path: Path) -> None:
+    """open_clip's main.py and train.py in their package layout, linted together: the rank-0 evaluation
+    in train.py (missed file by file: its barrier is in main.py) is found, with nothing more."""
+    by_name = {c["file"]: c for c in CASES}
+    files = {"main.py": by_name["r3_openclip_main.py"], "train.py": by_name["r3_openclip_train.py"]}
+    pkg = tmp_path / "src" / "open_clip_train"
+    pkg.mkdir(parents=True)
+    for name, case in files.items():
+        path = corpus.available(case)
+        if path is None:
+            pytest.skip(f"{case['file']} is not in the corpus cache; see tests/data/lint/corpus.py")
+        (pkg / name).write_bytes(path.read_bytes())
+    from nccl_workbook.lint import lint_paths
+    report = lint_paths([tmp_path / "src"])
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in report.findings] == [
+        ("main.py", 611, "rank0-long-work-before-collective"), ("main.py", 725, "rank0-long-work-before-collective"),
+        ("train.py", 551, "rank0-long-work-before-collective")]
+    assert "main.py:659" in report.findings[2].message   # the barrier the others wait in

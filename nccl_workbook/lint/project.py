@@ -1,0 +1,112 @@
+"""The other files of the user's project, so that a call into them is followed like a call in the file.
+
+A training script rarely holds its whole loop: ``from engine import train_one_epoch, evaluate``,
+``utils.save_on_master(...)``, ``from open_clip_train.train import evaluate``. :class:`Project` finds
+the file a local import names (among the files being linted first, then beside and above the importing
+file on disk), parses it once, and hands its :class:`~nccl_workbook.lint.source.SourceFacts` to the
+file that imports it. Those files are read for their functions only: their own findings are reported
+only when they were named on the command line.
+
+Installed packages are never read (``torch``, ``accelerate``, anything under ``site-packages``): what
+a library does is known by name in :mod:`nccl_workbook.lint.source`, and reading it would be slow.
+
+Usage::
+
+    project = Project([Path("train.py")])
+    facts = project.facts(Path("train.py"))     # its imports resolve through the project
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from nccl_workbook.lint.source import SourceFacts
+
+__all__ = ["Project"]
+
+#: a file bigger than this is not read for context (generated code, vendored data)
+MAX_CONTEXT_BYTES = 2_000_000
+#: how many folders above the importing file a top-level import is looked for (a script in
+#: ``src/pkg/train.py`` importing ``pkg.utils``)
+LEVELS_UP = 3
+_NEVER = ("site-packages", "dist-packages")
+
+
+class Project:
+    """Parsed files by path, and module names resolved to them (see the module docstring)."""
+
+    def __init__(self, files: list[Path]) -> None:
+        self._given = [f.resolve() for f in files]
+        self._facts: dict[Path, SourceFacts | None] = {}
+        self._module_cache: dict[tuple[str, Path], Path | None] = {}
+        self._callers: dict[tuple[int, str], list[tuple[SourceFacts, ast.stmt]]] = {}
+
+    def facts(self, path: Path, text: str | None = None) -> SourceFacts | None:
+        """The facts of one file, parsed once (None when it cannot be read or parsed). A ``SyntaxError``
+        of a file read with ``text`` given propagates, as :meth:`SourceFacts.parse` does."""
+        key = path.resolve()
+        if key in self._facts:
+            return self._facts[key]
+        if text is not None:
+            facts = SourceFacts.parse(text, str(path))
+        else:
+            try:
+                if key.stat().st_size > MAX_CONTEXT_BYTES:
+                    facts = None
+                else:
+                    facts = SourceFacts.parse(key.read_bytes().decode("utf-8", errors="replace"), str(path))
+            except (OSError, SyntaxError, ValueError, RecursionError):
+                facts = None
+        if facts is not None:
+            facts.project = self
+        self._facts[key] = facts
+        return facts
+
+    def callers(self, facts: SourceFacts, name: str) -> list[tuple[SourceFacts, ast.stmt]]:
+        """The statements of the other files named on the command line that call ``name`` of ``facts``
+        (imported by name, or through its module): what follows them is what every rank reaches next."""
+        key = (id(facts), name)
+        if key in self._callers:
+            return self._callers[key]
+        out: list[tuple[SourceFacts, ast.stmt]] = []
+        self._callers[key] = out
+        for path in self._given:
+            other = self.facts(path)
+            if other is None or other is facts:
+                continue
+            for alias, (module, sub, level) in other.import_from.items():
+                if sub == name and self.module(module, path, level) is facts:
+                    out.extend((other, stmt) for stmt in other.calls_to.get(alias, []))
+                elif not sub and self.module(module, path, level) is facts \
+                        or sub and sub != name and self.module(f"{module}.{sub}", path, level) is facts:
+                    out.extend((other, stmt) for stmt in other.calls_to.get(name, []))
+        return out
+
+    def module(self, name: str, importer: Path, level: int = 0) -> SourceFacts | None:
+        """The facts of the file that ``import name`` (``from`` ``level`` dots) means from ``importer``."""
+        key = (f"{'.' * level}{name}", importer.resolve().parent)
+        if key not in self._module_cache:
+            self._module_cache[key] = self._find(name, importer.resolve(), level)
+        found = self._module_cache[key]
+        return self.facts(found) if found is not None else None
+
+    def _find(self, name: str, importer: Path, level: int) -> Path | None:
+        parts = [p for p in name.split(".") if p]
+        if level:
+            bases = [importer.parents[level - 1]] if level <= len(importer.parents) else []
+        else:
+            bases = [importer.parents[i] for i in range(min(LEVELS_UP + 1, len(importer.parents)))]
+            # a file given on the command line whose path ends with the module's (``pkg/utils.py``)
+            suffix = Path(*parts).with_suffix(".py") if parts else None
+            given = [g for g in self._given if suffix is not None and g.parts[-len(suffix.parts):] == suffix.parts]
+            if given:
+                return min(given, key=lambda g: len(g.parts))
+        for base in bases:
+            for cand in (base.joinpath(*parts).with_suffix(".py") if parts else None,
+                         base.joinpath(*parts, "__init__.py")):
+                if cand is not None and cand.is_file() and not any(n in cand.parts for n in _NEVER) \
+                        and cand != importer:
+                    return cand
+        return None
+
