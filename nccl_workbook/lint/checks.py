@@ -115,10 +115,17 @@ def _escaped(stmts: list[ast.stmt], escapes: tuple[str, ...]) -> frozenset[int]:
     return frozenset(out)
 
 
+_INVERSE: dict[type, type] = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE,
+                              ast.LtE: ast.Gt, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+
+
 def _not_text(node: ast.AST) -> str:
-    """The condition's negation as a reader would write it: ``not (x)``, or ``x`` for ``not x``."""
+    """The condition's negation as a reader would write it: ``x`` for ``not x``, ``rank == 0`` for
+    ``rank != 0``, else ``not (x)``."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return _cond_text(node.operand)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        return _cond_text(ast.Compare(node.left, [_INVERSE[type(node.ops[0])]()], node.comparators))
     return f"not ({_cond_text(node)})"
 
 
