@@ -110,8 +110,8 @@ class LintReport:
 def _finish(raw: RawFinding, path: str) -> LintFinding:
     info = RULES[raw.rule]
     scenario = raw.scenario or info.scenario
-    return LintFinding(path=path, line=raw.line, rule=raw.rule, message=f"{raw.message}: {info.why}.",
-                       fix=info.fix, notebook=notebook_for(scenario))
+    return LintFinding(path=path, line=raw.line, rule=raw.rule, message=f"{raw.message}: {raw.why or info.why}.",
+                       fix=raw.fix or info.fix, notebook=notebook_for(scenario))
 
 
 def lint_source(text: str, path: str = "<string>", project: Project | None = None) -> list[LintFinding]:

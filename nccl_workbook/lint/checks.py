@@ -59,6 +59,8 @@ _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardIn
 _CONTROL_FLOW_EXCEPTION = re.compile(r"^(Break|Stop)[A-Z]\w*$")
 #: a helper that runs its work on the main process only, by its name (``save_on_master``)
 _ON_MAIN = re.compile(r"_on_(master|main|main_process|rank_?0|rank_?zero|primary|leader|global_zero)$")
+#: a process-group timeout at least this long (seconds), set in the file, budgets one rank's long work
+LONG_BUDGET_S = 3600.0
 _EXITS = re.compile(r"^(sys\.exit|exit|quit|os\._exit|os\.abort|abort)$")
 _EVEN_CALLS = re.compile(r"(^|\.)(\w*DistributedSampler|prepare|prepare_data_loader|device|to|"
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
@@ -80,6 +82,10 @@ class RawFinding:
     message: str
     #: a more specific scenario than the rule's (a logging push: slow-metrics-on-rank0), or ``""``
     scenario: str = ""
+    #: why this occurrence matters, when the rule's sentence does not fit it (a deprecated alias), or ``""``
+    why: str = ""
+    #: the fix for this occurrence, when the rule's does not fit it, or ``""``
+    fix: str = ""
 
 
 # -- rank branches ------------------------------------------------------------------------------------------
@@ -126,6 +132,11 @@ def _not_text(node: ast.AST) -> str:
         return _cond_text(node.operand)
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
         return _cond_text(ast.Compare(node.left, [_INVERSE[type(node.ops[0])]()], node.comparators))
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and all(
+            isinstance(v, ast.Compare) and len(v.ops) == 1 for v in node.values):
+        # `not (a != 0 or b != 0)` reads `a == 0 and b == 0`
+        return _cond_text(ast.BoolOp(ast.And(), [ast.Compare(v.left, [_INVERSE[type(v.ops[0])]()], v.comparators)
+                                                 for v in node.values if isinstance(v, ast.Compare)]))
     return f"not ({_cond_text(node)})"
 
 
@@ -213,6 +224,10 @@ class _RankWalk:
     def __init__(self, facts: SourceFacts) -> None:
         self.f = facts
         self.out: list[RawFinding] = []
+        # a group timeout of an hour or more set in the file: waiting for one rank's work is budgeted
+        # (YOLOv5 sets 3 h "to cover" its rank-0 validation and save), not a hazard
+        seconds, how = _pg_timeout(facts)
+        self.budgeted = seconds is not None and seconds >= LONG_BUDGET_S and not how.startswith("the default")
 
     # a "where" is the condition in force (see Where), or None
     def block(self, stmts: list[ast.stmt], where: Where | None) -> None:
@@ -329,7 +344,7 @@ class _RankWalk:
                     break
         elif after is not None:
             nxt = self.f.next_collective_after(after)
-        if nxt is None or self.f.waits_for_others(nxt.line):
+        if nxt is None or self.f.waits_for_others(nxt.line) or self.budgeted:
             return
         line, cond = where[:2]
         self.out.append(RawFinding(
@@ -537,6 +552,12 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                 continue
             if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) in uneven or key(dotted(n), scope) in uneven):
                 return True
+            if isinstance(n, ast.IfExp) and any(isinstance(x, ast.Constant) and x.value is None
+                                                for x in (n.body, n.orelse)):
+                # `ModelEMA(model) if RANK in {-1, 0} else None` (YOLOv5): an object on some ranks, not a
+                # share of the data; only what it holds can be one
+                stack.extend(x for x in (n.body, n.orelse) if not isinstance(x, ast.Constant))
+                continue
             if isinstance(n, ast.Subscript) and any(f.is_rank_value(s) for s in ast.walk(n.slice)
                                                     if isinstance(s, (ast.Name, ast.Attribute, ast.Call))):
                 return True
@@ -677,7 +698,10 @@ def _env_key_finding(key: object, line: int) -> RawFinding | None:
     if key in DEPRECATED_ALIASES:
         return RawFinding(Rule.NOOP_TIMEOUT_SETTING, line,
                           f"`{key}` is the deprecated name of `{DEPRECATED_ALIASES[key]}` (still read, with a warning; "
-                          f"the new name wins when both are set)")
+                          f"the new name wins when both are set)",
+                          why=(f"it works today, but a later torch that drops the old name will silently ignore it: "
+                               f"set `{DEPRECATED_ALIASES[key]}` instead"),
+                          fix=f"rename it: `{DEPRECATED_ALIASES[key]}`, with the same value")
     return None
 
 

@@ -83,6 +83,9 @@ DIST_OBJECT_CLASSES = re.compile(r"(^|\.)(Accelerator|PartialState|AcceleratorSt
 DATA_PARALLEL_NAMES = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
                                  "deepspeed", "Accelerator", "DistributedOptimizer", "Fabric"})
 
+#: words that say a script may run sharded under Accelerate (its launch config can also say so)
+_MAY_SHARD = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|zero_?stage|zero3|automatic_checkpoint_naming|"
+                        r"DistributedType|megatron", re.IGNORECASE)
 #: a function that runs one training step (or epoch): a call of it reaches the step's collectives
 STEP_NAME = re.compile(r"(^|_)(train_step|training_step|train_one_epoch|train_epoch|train_batch|forward_backward|"
                        r"run_step|step_fn)$")
@@ -116,7 +119,8 @@ LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
 #: an iterable whose name says it walks a data set
 LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|test|samples|iters|steps|prompts)",
                        re.IGNORECASE)
-_NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args)$")
+_NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args|"
+                                r"tokenizer|processor|feature_extractor|image_processor|config|generation_config)$")
 #: in a saved literal: what makes it a checkpoint rather than metadata
 _HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buffer|cpu\(|cuda\(|numpy\(", re.IGNORECASE)
 _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "hyperparameters", "meta", "metadata",
@@ -174,6 +178,14 @@ def _small_literal(node: ast.AST | None) -> bool:
     if not isinstance(node, (ast.Dict, ast.List, ast.Tuple)):
         return False
     return not _HEAVY.search(ast.unparse(node))
+
+
+#: work that draws a figure: long only in bulk, so a save or an evaluation beside it is the one to name
+_PLOT_PARTS = frozenset({"plot", "savefig", "visualize", "visualization", "render"})
+
+
+def _light(site: Site) -> bool:
+    return site.kind == "logging" or bool(_PLOT_PARTS.intersection(_parts(site.label.split("(")[0].rsplit(".", 1)[-1])))
 
 
 def _lookup_name(name: str) -> bool:
@@ -264,6 +276,10 @@ class SourceFacts:
         self.imported: dict[str, str] = {}    # local name -> "module.name" it was imported as
         self.argparse_defaults: dict[str, object] = {}
         self.data_parallel = False
+        #: does the file say it may run sharded (DeepSpeed, FSDP, ZeRO-3)? Accelerate's save_state and
+        #: get_state_dict are collectives then; otherwise only if the launch config says so, and the
+        #: finding says that (set by :meth:`parse` from the text)
+        self.may_shard = True
         #: local name -> (module, name in it or "" for the module itself, relative-import level)
         self.import_from: dict[str, tuple[str, str, int]] = {}
         #: the other files of the user's project, when linted as part of one (see lint/project.py)
@@ -299,7 +315,9 @@ class SourceFacts:
     @classmethod
     def parse(cls, text: str, path: str = "<string>") -> SourceFacts:
         """Parse ``text``; a ``SyntaxError`` propagates (the caller reports it as a bad file)."""
-        return cls(ast.parse(text, filename=path), path)
+        facts = cls(ast.parse(text, filename=path), path)
+        facts.may_shard = bool(_MAY_SHARD.search(text))
+        return facts
 
     # -- indexing ---------------------------------------------------------------------------------------
     def _index(self) -> None:
@@ -545,8 +563,14 @@ class SourceFacts:
                 if "engine" in low or recv in self.sharded or ("deepspeed" in self.modules and "model" in low):
                     return Site(line, label)
             elif name in ("save_state", "get_state_dict"):
+                # a collective under DeepSpeed/FSDP (and save_state with automatic checkpoint naming); under
+                # plain DDP both are local (accelerate's accelerator.py). `accelerate launch` picks DeepSpeed
+                # from its config without a change to the script (LCM issue #110: a script that never says
+                # "deepspeed" hung in save_state on the main process), so it counts, said so
                 if "accelerator" in low:
-                    return Site(line, label)
+                    return Site(line, label if self.may_shard else
+                                f"{label} (a collective when Accelerate runs DeepSpeed or FSDP, which `accelerate "
+                                f"launch` can choose from its config)")
             elif name == "save_model":
                 if "trainer" in low:
                     return Site(line, label)
@@ -555,9 +579,10 @@ class SourceFacts:
                     return Site(line, label)
             elif self.resolves_to_dist(recv):
                 return Site(line, label)
-        if name in DCP_CALLS or (name in ("save", "load") and (
+        dcp = name in DCP_CALLS and "accelerator" not in recv.lower()   # Accelerate's: decided above
+        if dcp or (name in ("save", "load") and (
                 "checkpoint" in recv.lower() and self.resolves_to_dist(recv) or recv in ("dcp",))):
-            if name in DCP_CALLS or recv:
+            if dcp or recv:
                 return Site(line, label)
         if full and not recv:
             module = full.rsplit(".", 1)[0]
@@ -696,6 +721,9 @@ class SourceFacts:
         label = f"{recv}.{name}()" if recv else f"{name}()"
         if id(node) in self._payloads:   # builds what a later save writes: the save is the long work
             return None
+        if any(kw.arg in ("run_as_future", "async_upload", "background") and _const(kw.value) is True
+               or kw.arg == "blocking" and _const(kw.value) is False for kw in node.keywords):
+            return None   # handed to a background thread (huggingface_hub's upload_folder(run_as_future=True))
         if recv and LOGGING_RECEIVERS.search(recv) and LOGGING_METHODS.match(name):
             return Site(node.lineno, label, "logging")
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
@@ -714,7 +742,8 @@ class SourceFacts:
                 return Site(node.lineno, f"{label}{extra}", inner.kind)
             return None
         if _lookup_name(name) or _NOT_LONG_RECEIVER.search(recv or "-") \
-                or (name in ("eval", "train") and recv and not node.args):   # model.eval(): a mode switch
+                or (name in ("eval", "train") and recv and not node.args) \
+                or name.endswith("_mode"):   # model.eval(), torch.inference_mode(): a mode switch
             return None
         if _log_line_name(name) or name[:1].isupper():   # a class being built (open_clip's SampleWeightedEMA())
             return None
@@ -768,14 +797,20 @@ class SourceFacts:
         return any(lo <= line <= hi for lo, hi in self._waiting)
 
     def first_long_work(self, stmts: list[ast.stmt], skip: frozenset[int] = frozenset()) -> Site | None:
-        best: Site | None = None
+        """The first long work of the region, preferring a heavy one (a save, an evaluation) to a plot or a
+        log push that comes before it (VITS: four spectrogram plots, then a 1 GB checkpoint)."""
+        light: Site | None = None
         for stmt in stmts:
+            best: Site | None = None
             for node in walk_local(stmt, skip):
                 site = self.long_work_of(node)
-                if site is not None and (best is None or site.line < best.line):
+                if site is not None and (best is None or site.line < best.line) and not _light(site):
                     best = site
+                elif site is not None and _light(site) and (light is None or site.line < light.line):
+                    light = site
             if best is not None:
                 return best
+        return light
         return best
 
     # -- program order ----------------------------------------------------------------------------------

@@ -493,3 +493,42 @@ def test_calls_into_the_other_files_of_the_project_are_followed(tmp_path: Path) 
     assert [e.path.rsplit("/", 1)[-1] for e in report.errors] == ["utils.py"]   # named, the others checked
     # the same text as one string: nothing outside it is known, nothing is claimed
     assert found(main.read_text()) == []
+
+
+def test_held_out_round_four_idioms() -> None:
+    acc = ("from accelerate import Accelerator\naccelerator = Accelerator()\nfor batch in loader:\n"
+           "    accelerator.backward(model(batch))\n    if accelerator.is_main_process:\n"
+           "        accelerator.save_state('out')\n")
+    # Accelerate's save_state is a collective under DeepSpeed/FSDP, which `accelerate launch` can pick from its
+    # config (LCM issue #110): reported, and the message says when it is one
+    (f,) = lint_source(acc)
+    assert (f.line, f.rule.value) == (6, "collective-in-rank-branch") and "accelerate launch" in f.message
+    (f,) = lint_source("import deepspeed\n" + acc)
+    assert (f.line, f.rule.value) == (7, "collective-in-rank-branch") and "accelerate launch" not in f.message
+    # a mode switch is not inference (lucidrains: `with torch.inference_mode():` around the sampling)
+    mode = HEAD + "if rank == 0:\n    with torch.inference_mode():\n        x = 1\ndist.barrier()\n"
+    assert found(mode) == []
+    # a plot before a save in the same rank-0 block: the save is named (VITS)
+    both = HEAD + "if rank == 0:\n    plot_spectrogram(x)\n    save_checkpoint(model)\ndist.barrier()\n"
+    (f,) = lint_source(both)
+    assert f.line == 5 and "save_checkpoint" in f.message
+    assert found(both.replace("    save_checkpoint(model)\n", "")) == [(4, "rank0-long-work-before-collective")]
+    # a tokenizer's files and an upload handed to a background thread are not long work (peft)
+    small = HEAD + ("if rank == 0:\n    processor.tokenizer.save_pretrained('out')\n"
+                    "    api.upload_folder(folder_path='out', run_as_future=True)\ndist.barrier()\n")
+    assert found(small) == []
+    assert found(small.replace("run_as_future=True", "run_as_future=False")) == [(5, "rank0-long-work-before-collective")]
+    # a group timeout of hours set in the file budgets the rank-0 work (YOLOv5: 3 h "to cover" validation)
+    budget = HEAD + ("from datetime import timedelta\ndist.init_process_group('nccl', timeout=timedelta(seconds={}))\n"
+                     "if rank == 0:\n    evaluate(model)\ndist.barrier()\n")
+    assert found(budget.format(10800)) == []
+    assert found(budget.format(1800)) == [(6, "rank0-long-work-before-collective")]
+    # an object made on some ranks (`X if RANK in {-1, 0} else None`) is not a share of the data (YOLOv5's epochs)
+    epochs = HEAD + ("ema = ModelEMA(model) if RANK in {-1, 0} else None\nstart, epochs = resume(ckpt, ema, epochs)\n"
+                     "for epoch in range(start, epochs):\n    dist.all_reduce(t)\n")
+    assert found(epochs) == []
+    shard = epochs.replace("ModelEMA(model) if RANK in {-1, 0} else None", "data[RANK::4]")
+    assert found(shard) == [(6, "uneven-collective-count")]
+    # a deprecated alias is reported for what it is, with its own why and fix
+    (f,) = lint_source("import os\nos.environ['NCCL_ASYNC_ERROR_HANDLING'] = '0'\n")
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" in f.fix and "default timeout" not in f.message
