@@ -532,3 +532,18 @@ def test_held_out_round_four_idioms() -> None:
     # a deprecated alias is reported for what it is, with its own why and fix
     (f,) = lint_source("import os\nos.environ['NCCL_ASYNC_ERROR_HANDLING'] = '0'\n")
     assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" in f.fix and "default timeout" not in f.message
+
+
+def test_cli_output_piped_into_head_ends_quietly(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    for i in range(300):   # ~150 kB of findings: more than a pipe holds
+        (tmp_path / f"t{i}.py").write_text(HEAD + "if dist.get_rank() == 0:\n    dist.barrier()\n")
+    proc = subprocess.Popen([sys.executable, "-m", "nccl_workbook.cli", "lint", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert b"collective-in-rank-branch" in proc.stdout.readline()
+    proc.stdout.close()            # `| head -1`: the reader leaves
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 1
+    assert b"Traceback" not in err and b"BrokenPipe" not in err
