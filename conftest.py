@@ -11,11 +11,13 @@ shared cluster (below) is not a leftover; it is stopped, and checked, when the s
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
 
-os.environ["NCCL_WORKBOOK_HOME"] = tempfile.mkdtemp(prefix="nccl-workbook-tests-")  # engines, kernels inherit it
+_HOME = tempfile.mkdtemp(prefix="nccl-workbook-tests-")
+os.environ["NCCL_WORKBOOK_HOME"] = _HOME  # engines, kernels inherit it; removed when the session ends
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from nccl_workbook.cluster import SHARED_ENV, RankCluster  # noqa: E402
@@ -51,3 +53,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             p.kill()
         except Exception:  # noqa: BLE001
             pass
+    shutil.rmtree(_HOME, ignore_errors=True)
