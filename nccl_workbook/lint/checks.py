@@ -30,6 +30,7 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from nccl_workbook.doctor import DEPRECATED_ALIASES
 from nccl_workbook.fixes.dataloader import loader_problems
@@ -158,6 +159,34 @@ def _count_against_setting(test: ast.AST) -> bool:
     sides = (test.left, test.comparators[0])
     return any(isinstance(a, ast.Call) and dotted(a.func) == "len" for a in sides) and \
         any(isinstance(b, ast.Attribute) and _SETTINGS_ROOT.match(dotted(b)) for b in sides)
+
+
+#: the reductions that turn this rank's tensors into one number (``((ratio - 1) - logratio).mean()``)
+_STATISTIC = frozenset({"mean", "sum", "item", "std", "var", "max", "min", "median"})
+#: names of values that every rank holds alike after DDP's all-reduce (a gradient norm) or by schedule
+_SHARED_VALUE = re.compile(r"grad|norm|lr\b|learning_rate|step|epoch", re.IGNORECASE)
+
+
+def _per_rank_statistic(f: SourceFacts, stmt: ast.If) -> str | None:
+    """``if approx_kl > args.target_kl: break`` (cleanrl's PPO): a threshold on a statistic of this rank's
+    own minibatch (``approx_kl = (...).mean()`` in the same function), never all-reduced: each rank leaves
+    the loop at its own epoch. The name of the statistic, or None."""
+    scope = f._scope_of(stmt.lineno) or f.tree
+    reduced = {n.id for c in walk_local(scope) if isinstance(c, ast.Call) and f.collective_of(c) is not None
+               for a in c.args[:1] for n in ast.walk(a) if isinstance(n, ast.Name)}
+    for cmp in (n for n in ast.walk(stmt.test) if isinstance(n, ast.Compare)):
+        if not all(isinstance(op, (ast.Gt, ast.Lt, ast.GtE, ast.LtE)) for op in cmp.ops):
+            continue
+        for side in [cmp.left, *cmp.comparators]:
+            if not isinstance(side, ast.Name) or side.id in reduced or _SHARED_VALUE.search(side.id):
+                continue
+            for node in walk_local(scope):
+                if isinstance(node, ast.Assign) and node.lineno < stmt.lineno \
+                        and any(isinstance(t, ast.Name) and t.id == side.id for t in node.targets) \
+                        and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
+                        and node.value.func.attr in _STATISTIC and not isinstance(node.value.func.value, ast.Name):
+                    return side.id
+    return None
 
 
 def _none_for_a_shared_reason(f: SourceFacts, stmt: ast.If) -> bool:
@@ -346,6 +375,9 @@ class _RankWalk:
             nxt = self.f.next_collective_after(after)
         if nxt is None or self.f.waits_for_others(nxt.line) or self.budgeted:
             return
+        owner = function or self.f.enclosing_function(stmts[0])
+        if nxt.path and owner is not None and _ON_MAIN.search(owner.name):
+            return   # DETR's `save_on_master` in util/misc.py: its calls in main.py are reported, once each
         line, cond = where[:2]
         self.out.append(RawFinding(
             Rule.RANK0_LONG_WORK, work.line,
@@ -381,7 +413,8 @@ class _RankWalk:
         if exit_stmt is None or stmt.orelse:
             return
         rank_cond = f.is_rank_condition(stmt.test)
-        data_cond = not rank_cond and _is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
+        data_cond = not rank_cond and (_is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
+                                       or isinstance(exit_stmt, ast.Break) and _per_rank_statistic(f, stmt) is not None)
         if isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or \
                 isinstance(exit_stmt, ast.Continue) and data_cond:
             loop = _enclosing_loop(f, stmt)
@@ -761,25 +794,45 @@ def _read_back(finding: RawFinding, read_here: set[str]) -> bool:
                if name in _ENV_NOOP or name.startswith(SCRIPT_VARIABLE_PREFIXES))
 
 
+_INIT_CALLS = ("init_process_group", "init_distributed", "InitProcessGroupKwargs", "DDPStrategy", "FSDPStrategy",
+               "DeepSpeedStrategy")
+
+
 def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
-    """The process-group timeout the file sets (seconds), and how it was found."""
+    """The process-group timeout the file sets (seconds), and how it was found.
+
+    When the file sets none, the files of the project it imports are read for the call that creates the
+    group (LAVIS's runner imports ``lavis.common.dist_utils``, whose ``init_distributed_mode`` sets 365
+    days); their ``new_group`` calls are not, since a side group's timeout is not the main group's."""
+    found, backend = _pg_timeout_in(f, f.tree, _INIT_CALLS + ("new_group",))
+    if found is not None:
+        return found
+    for other in f.local_modules():
+        elsewhere, _ = _pg_timeout_in(other, other.tree, _INIT_CALLS, where=Path(other.path).name)
+        if elsewhere is not None:
+            return elsewhere
+    return DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout"
+
+
+def _pg_timeout_in(f: SourceFacts, tree: ast.AST, names: tuple[str, ...],
+                   where: str = "") -> tuple[tuple[float | None, str] | None, str]:
     backend = "nccl"
-    for node in ast.walk(f.tree):
+    for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         _recv, name = call_name(node)
-        if name in ("init_process_group", "init_distributed", "InitProcessGroupKwargs", "new_group",
-                    "DDPStrategy", "FSDPStrategy", "DeepSpeedStrategy"):
+        if name in names:
             for kw in node.keywords:
                 if kw.arg == "timeout":
-                    return f.seconds(kw.value), f"`{name}(timeout=...)` at line {node.lineno}"
+                    at = f"{where}:{node.lineno}" if where else f"line {node.lineno}"
+                    return (f.seconds(kw.value), f"`{name}(timeout=...)` at {at}"), backend
             for a in node.args[:1]:
                 if isinstance(a, ast.Constant) and a.value == "gloo":
                     backend = "gloo"
             for kw in node.keywords:
                 if kw.arg in ("backend", "dist_backend") and isinstance(kw.value, ast.Constant) and kw.value.value == "gloo":
                     backend = "gloo"
-    return DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout"
+    return None, backend
 
 
 def _kwargs_timeout(f: SourceFacts, call: ast.Call, name: str) -> ast.AST | None:

@@ -579,7 +579,10 @@ class SourceFacts:
                     return Site(line, label)
             elif self.resolves_to_dist(recv):
                 return Site(line, label)
-        dcp = name in DCP_CALLS and "accelerator" not in recv.lower()   # Accelerate's: decided above
+        # Accelerate's are decided above; a bare name imported from elsewhere (ConvNeXt's `from timm.utils
+        # import get_state_dict`, which unwraps a model) is not torch's
+        dcp = name in DCP_CALLS and "accelerator" not in recv.lower() \
+            and not (full and not full.startswith("torch.distributed"))
         if dcp or (name in ("save", "load") and (
                 "checkpoint" in recv.lower() and self.resolves_to_dist(recv) or recv in ("dcp",))):
             if dcp or recv:
@@ -641,6 +644,20 @@ class SourceFacts:
         if other is None or other is self or func not in other.functions:
             return None
         return other, func
+
+    def local_modules(self) -> list[SourceFacts]:
+        """The files of the project this file imports (``from lavis.common.dist_utils import ...``,
+        ``import utils``), each once, in import order; empty outside a project."""
+        if self.project is None:
+            return []
+        here, out = Path(self.path), []
+        for module, sub, level in self.import_from.values():
+            other = self.project.module(module, here, level) if module else None
+            if other is None and sub:
+                other = self.project.module(f"{module}.{sub}", here, level)
+            if other is not None and other is not self and all(other is not o for o in out):
+                out.append(other)
+        return out
 
     def calls_a_function_of_ours(self, call: ast.Call) -> bool:
         """Does the call go to a function of this file or of the project (not a library's)?"""

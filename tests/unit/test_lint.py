@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -547,3 +548,58 @@ def test_cli_output_piped_into_head_ends_quietly(tmp_path: Path) -> None:
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 1
     assert b"Traceback" not in err and b"BrokenPipe" not in err
+
+
+def test_held_out_round_four_misses_found(tmp_path: Path) -> None:
+    # cleanrl's PPO: a threshold on this rank's own minibatch statistic leaves the update loop at a
+    # different epoch per rank, while the others still all-reduce gradients
+    kl = HEAD + ("for epoch in range(4):\n    for mb in batches:\n        approx_kl = ((ratio - 1) - logratio).mean()\n"
+                 "        dist.all_reduce(grads)\n    if args.target_kl is not None and approx_kl > args.target_kl:\n"
+                 "        break\n")
+    assert found(kl) == [(8, "uneven-collective-count")]
+    # the same statistic all-reduced first is the same on every rank; a gradient norm is (DDP averaged it)
+    assert found(kl.replace("dist.all_reduce(grads)", "dist.all_reduce(approx_kl)")) == []
+    assert found(kl.replace("approx_kl", "grad_norm")) == []
+    # a value read from a setting, not reduced from tensors, is shared
+    assert found(kl.replace("((ratio - 1) - logratio).mean()", "schedule(epoch)")) == []
+    # `from timm.utils import get_state_dict` unwraps a model: not torch's distributed-checkpoint call
+    ema = HEAD + "from timm.utils import get_state_dict\nif rank == 0:\n    get_state_dict(model_ema)\n"
+    assert found(ema) == []
+    assert found(ema.replace("timm.utils", "torch.distributed.checkpoint.state_dict")) == [
+        (5, "collective-in-rank-branch")]
+    # LAVIS: the group's timeout is set in the file that creates it, which the runner imports
+    pkg = tmp_path / "lavis"
+    (pkg / "common").mkdir(parents=True)
+    (pkg / "runners").mkdir()
+    (pkg / "common" / "dist_utils.py").write_text(
+        "import datetime\nimport torch\ndef init_distributed_mode(args):\n"
+        "    torch.distributed.init_process_group(backend='nccl', timeout=datetime.timedelta(days=1))\n"
+        "def is_main_process():\n    return get_rank() == 0\n")
+    runner = pkg / "runners" / "runner_base.py"
+    runner.write_text("import torch\nimport torch.distributed as dist\n"
+                      "from lavis.common.dist_utils import is_main_process\n"
+                      "if is_main_process():\n    torch.save(model.state_dict(), 'ckpt.pt')\ndist.barrier()\n")
+    from nccl_workbook.lint import lint_file, lint_paths
+    for days, expected in ((365, []), (0.01, [(5, "rank0-long-work-before-collective")])):
+        text = (pkg / "common" / "dist_utils.py").read_text()
+        (pkg / "common" / "dist_utils.py").write_text(re.sub(r"days=[\d.]+", f"days={days}", text))
+        findings, error = lint_file(runner)
+        assert error is None and [(f.line, f.rule.value) for f in findings] == expected
+    # a side group made elsewhere (`new_group(timeout=...)`) says nothing of the main group's timeout
+    (pkg / "common" / "dist_utils.py").write_text(
+        "import datetime\nimport torch.distributed as dist\ndef is_main_process():\n    return True\n"
+        "side = dist.new_group(timeout=datetime.timedelta(days=365))\n")
+    findings, _ = lint_file(runner)
+    assert [(f.line, f.rule.value) for f in findings] == [(5, "rank0-long-work-before-collective")]
+    # DETR linted as a folder: `save_on_master` in util/misc.py is reported once, where main.py calls it
+    detr = tmp_path / "detr"
+    (detr / "util").mkdir(parents=True)
+    (detr / "util" / "misc.py").write_text(
+        "import torch\nimport torch.distributed as dist\ndef is_main_process():\n    return dist.get_rank() == 0\n"
+        "def save_on_master(*args, **kwargs):\n    if is_main_process():\n        torch.save(*args, **kwargs)\n"
+        "def reduce_dict(d):\n    dist.all_reduce(d)\n")
+    (detr / "main.py").write_text(
+        "import util.misc as utils\nfor epoch in range(9):\n    utils.reduce_dict(stats)\n"
+        "    utils.save_on_master(model.state_dict(), 'ckpt.pth')\n")
+    report = lint_paths([detr])
+    assert [(Path(f.path).name, f.line) for f in report.findings] == [("main.py", 4)]

@@ -38,11 +38,22 @@ def test_manifest_names_sources_and_known_rules() -> None:
             # a hazard without a thread that confirms a hang is recorded as such, and counted apart
             assert case["confirms"] or (case.get("hazard_only") and "HAZARD ONLY" in case["note"]), \
                 f"{case['file']}: a hazard case needs the URL or source that confirms it"
-        for rule, line in case["expect"] + case["also"] + case.get("false", []) + case.get("blind_false", []):
+        for rule, line in (case["expect"] + case["also"] + case.get("false", []) + case.get("blind_false", [])
+                           + case.get("false_later", [])):
             assert rule in rules and line > 0, case["file"]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
+def test_project_files_are_cases_kept_for_one_case() -> None:
+    by_name = {c["file"]: c for c in CASES}
+    for case in CASES:
+        for name in case.get("project", []):
+            assert by_name[name]["context_for"] == case["file"] and by_name[name]["repo"] == case["repo"]
+            assert by_name[name]["commit"] == case["commit"], f"{name}: not the checkout of {case['file']}"
+        if case.get("context_for"):
+            assert not case["rule"] and not case["expect"] and case["file"] in by_name[case["context_for"]]["project"]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if corpus.counted(c)], ids=[c["file"] for c in CASES if corpus.counted(c)])
 def test_corpus_case(case: dict) -> None:
     path = corpus.available(case)
     if path is None:
