@@ -291,7 +291,7 @@ class _RankWalk:
             # rank itself; its name says so
             _recv, name = call_name(stmt.value)
             if _ON_MAIN.search(name) and name not in f.functions:
-                self.region([stmt], (stmt.lineno, f"the main process, inside {name}()", ()), after=stmt)
+                self.region([stmt], (stmt.lineno, f"on the main process ({name}() tests the rank inside)", ()), after=stmt)
         if isinstance(stmt, ast.Break) and where is not None:
             self.break_in_rank_region(stmt)
         if isinstance(stmt, ast.If):
@@ -367,7 +367,7 @@ class _RankWalk:
             return
         nxt: Site | None = None
         if function is not None:
-            for caller in self.f.calls_to.get(function.name, []):
+            for caller in self.f.callers_of(function):
                 nxt = self.f.next_collective_after(caller)
                 if nxt:
                     break
@@ -375,13 +375,17 @@ class _RankWalk:
             nxt = self.f.next_collective_after(after)
         if nxt is None or self.f.waits_for_others(nxt.line) or self.budgeted:
             return
+        if isinstance(after, ast.If) and _second_of_main_first(self.f, after, work):
+            return
         owner = function or self.f.enclosing_function(stmts[0])
         if nxt.path and owner is not None and _ON_MAIN.search(owner.name):
             return   # DETR's `save_on_master` in util/misc.py: its calls in main.py are reported, once each
         line, cond = where[:2]
+        # `utils.save_on_master(...)`: the helper tests the rank itself, there is no condition to quote
+        only = cond if cond.startswith("on the main process") else f"where `{cond}` (line {line}) holds"
         self.out.append(RawFinding(
             Rule.RANK0_LONG_WORK, work.line,
-            f"{work.label} runs only where `{cond}` (line {line}) holds, while the other ranks go on to "
+            f"{work.label} runs only {only}, while the other ranks go on to "
             f"{nxt.label} at {nxt.at}",
             scenario="slow-metrics-on-rank0" if work.kind == "logging" else ""))
 
@@ -605,11 +609,19 @@ def _uneven_names(f: SourceFacts) -> set[str]:
         if isinstance(node, ast.Assign):
             fn = f.enclosing_function(node)
             scope = fn.name if fn is not None else None
-            assigns += [([key(n, scope) for n in target_names(t)], value, scope)
-                        for t, value in ((t, node.value) for t in node.targets)]
+            for t in node.targets:
+                # `epochs, rank = opt.epochs, opt.global_rank` (YOLOv7): each name gets its own value
+                assigns += [([key(n, scope) for n in target_names(te)], ve, scope) for te, ve in _pairs(t, node.value)]
+
+    def rank_only(value: ast.AST) -> bool:
+        # `apriori = opt.global_rank, opt.local_rank`: ranks kept together, not a share of the data
+        if isinstance(value, (ast.Tuple, ast.List)) and value.elts:
+            return all(rank_only(e.value if isinstance(e, ast.Starred) else e) for e in value.elts)
+        return f.is_rank_value(value)
+
     for _ in range(3):
         for names, value, scope in assigns:
-            if names and not f.is_rank_value(value) and is_uneven(value, scope):
+            if names and not rank_only(value) and is_uneven(value, scope):
                 uneven.update(names)
     # one level into the file's functions: ``evaluate(model, shard_loader)`` makes ``loader`` a share there
     for name, defs in f.functions.items():
@@ -626,6 +638,44 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                         if is_uneven(arg, caller.name if caller is not None else None):
                             uneven.add(f"{fn.name}:{param}")
     return uneven
+
+
+def _second_of_main_first(f: SourceFacts, stmt: ast.If, work: Site) -> bool:
+    """The second half of "the main process first" (LeRobot: ``if is_main: ds = make_dataset(cfg)``, a
+    barrier, ``if not is_main: ds = make_dataset(cfg)``; Accelerate's ``main_process_first()``): the others
+    redo, from the cache the first half filled, the work the main process did while they waited. The
+    first half is the one to report."""
+    parent = f.parents.get(id(stmt))
+    if parent is None:
+        return False
+    block, i, _owner = parent
+    label = work.label.split(" (")[0]
+    for prev in reversed(block[max(0, i - 3):i]):
+        if isinstance(prev, ast.If) and f.is_rank_condition(prev.test) \
+                and ast.unparse(prev.test) != ast.unparse(stmt.test) and any(
+                    isinstance(n, ast.Call) and f"{dotted(n.func)}()" == label for b in prev.body for n in ast.walk(b)):
+            return True
+    return False
+
+
+def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """Each target of an assignment with the value it gets: ``a, b = x, y`` pairs ``a`` with ``x``; with
+    ``*rest`` on the right (``a, b, c = x, *pair``), the names it fills get ``rest``; anything else pairs the
+    whole target with the whole value."""
+    if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))) \
+            or any(isinstance(t, ast.Starred) for t in target.elts):
+        return [(target, value)]
+    stars = [i for i, v in enumerate(value.elts) if isinstance(v, ast.Starred)]
+    if not stars and len(target.elts) == len(value.elts):
+        return list(zip(target.elts, value.elts, strict=True))
+    if len(stars) == 1 and len(value.elts) - 1 <= len(target.elts):
+        i = stars[0]
+        after = len(value.elts) - i - 1
+        star = value.elts[i].value   # type: ignore[attr-defined]
+        middle = target.elts[i:len(target.elts) - after]
+        return (list(zip(target.elts[:i], value.elts[:i], strict=True)) + [(t, star) for t in middle]
+                + list(zip(target.elts[len(target.elts) - after:], value.elts[i + 1:], strict=True)))
+    return [(target, value)]
 
 
 def _under_join(f: SourceFacts, stmt: ast.AST) -> bool:

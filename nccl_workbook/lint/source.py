@@ -120,7 +120,8 @@ LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
 LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|test|samples|iters|steps|prompts)",
                        re.IGNORECASE)
 _NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args|"
-                                r"tokenizer|processor|feature_extractor|image_processor|config|generation_config)$")
+                                r"tokenizer|processor|feature_extractor|image_processor|config|generation_config|"
+                                r"OmegaConf|omegaconf|yaml|json|toml)$")
 #: in a saved literal: what makes it a checkpoint rather than metadata
 _HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buffer|cpu\(|cuda\(|numpy\(", re.IGNORECASE)
 _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "hyperparameters", "meta", "metadata",
@@ -128,6 +129,31 @@ _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "h
 #: a context manager that holds the calling ranks until something happens elsewhere
 _WAITING = re.compile(r"(^|_)wait(_|$)|_and_wait$|^wait_for_", re.IGNORECASE)
 _SPLIT = re.compile(r"_|(?<=[a-z])(?=[A-Z])")
+
+
+def _scalars_only(node: ast.AST) -> bool:
+    """A dict literal of numbers: each value a name, a constant, arithmetic, ``x.item()``, ``float(x)``,
+    or a subscript of them (``lr_scheduler.get_last_lr()[0]``); no image, table or histogram built in it."""
+    if not isinstance(node, ast.Dict) or not node.values:
+        return False
+
+    def scalar(v: ast.AST) -> bool:
+        if isinstance(v, (ast.Constant, ast.Name, ast.Attribute)):
+            return True
+        if isinstance(v, ast.BinOp):
+            return scalar(v.left) and scalar(v.right)
+        if isinstance(v, ast.UnaryOp):
+            return scalar(v.operand)
+        if isinstance(v, ast.Subscript):
+            return scalar(v.value) if not isinstance(v.value, ast.Call) else scalar_call(v.value)
+        return isinstance(v, ast.Call) and scalar_call(v)
+
+    def scalar_call(c: ast.Call) -> bool:
+        _recv, name = call_name(c)
+        return name in ("item", "float", "int", "round", "get_last_lr", "mean", "tolist") \
+            and all(scalar(a) for a in c.args)
+
+    return all(v is not None and scalar(v) for v in node.values)
 
 
 def dotted(node: ast.AST) -> str:
@@ -475,6 +501,9 @@ class SourceFacts:
             return isinstance(key, str) and bool(_ENV_RANK.match(key)) and "environ" in dotted(node.value)
         if isinstance(node, ast.BinOp):
             return self.is_rank_value(node.left) or self.is_rank_value(node.right)
+        if isinstance(node, ast.IfExp):
+            # `int(os.environ['RANK']) if 'RANK' in os.environ else -1` (YOLOv7)
+            return self.is_rank_value(node.body) or self.is_rank_value(node.orelse)
         return False
 
     def is_rank_condition(self, node: ast.AST) -> bool:
@@ -742,6 +771,10 @@ class SourceFacts:
                or kw.arg == "blocking" and _const(kw.value) is False for kw in node.keywords):
             return None   # handed to a background thread (huggingface_hub's upload_folder(run_as_future=True))
         if recv and LOGGING_RECEIVERS.search(recv) and LOGGING_METHODS.match(name):
+            if recv.split(".")[-1] == "wandb" and name == "log" and node.args and _scalars_only(node.args[0]):
+                # `wandb.log({"train_loss": loss.item()})` (AnimateDiff): queued to wandb's own process, in
+                # milliseconds; mlflow's log calls are HTTP requests made there and then, and stay work
+                return None
             return Site(node.lineno, label, "logging")
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
             inner = self.function_long_work(name)
@@ -857,7 +890,7 @@ class SourceFacts:
             if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if depth <= 0:
                     return None
-                for caller in self.calls_to.get(owner.name, []):
+                for caller in self.callers_of(owner):
                     site = self.next_collective_after(caller, depth=depth - 1)
                     if site is not None:
                         return site
@@ -870,6 +903,35 @@ class SourceFacts:
                 return None
             node = owner
         return None
+
+    def callers_of(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+        """The statements of this file that call ``fn``: a function by its bare name, a method through
+        ``self``/``cls`` or another receiver; in both cases with arguments it can take. sd-scripts'
+        ``NetworkTrainer.train(self, args)`` is not called by ``unet.train()``, nor is a module-level
+        ``train(...)`` by ``model.train()``."""
+        owner = self.parents.get(id(fn), (None, None, None))[2]
+        method = isinstance(owner, ast.ClassDef)
+        params = fn.args.posonlyargs + fn.args.args
+        if method and params and params[0].arg in ("self", "cls"):
+            params = params[1:]
+        required = len(params) - len(fn.args.defaults)
+        names = {a.arg for a in params + fn.args.kwonlyargs}
+        out = []
+        for stmt in self.calls_to.get(fn.name, []):
+            for call in (n for n in ast.walk(stmt) if isinstance(n, ast.Call)):
+                recv, name = call_name(call)
+                if name != fn.name or (not method and recv) or (method and not recv):
+                    continue
+                if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                    out.append(stmt)
+                    break
+                given = len(call.args) + sum(k.arg in names for k in call.keywords)
+                fits = (len(call.args) <= len(params) or fn.args.vararg is not None) and given >= required \
+                    and all(k.arg in names or fn.args.kwarg is not None for k in call.keywords)
+                if fits:
+                    out.append(stmt)
+                    break
+        return out
 
     def enclosing_function(self, stmt: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         node = stmt

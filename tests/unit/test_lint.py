@@ -78,7 +78,8 @@ def test_rank0_long_work_before_ddp_backward_nanogpt_style() -> None:
 
 
 def test_rank0_work_then_barrier_and_logging_scenario() -> None:
-    src = HEAD + "import wandb\nfor step in range(10):\n    if rank == 0:\n        wandb.log({'a': 1})\n    dist.all_reduce(t)\n"
+    # mlflow logs with an HTTP request there and then (a dict of numbers for wandb is only queued: not work)
+    src = HEAD + "import mlflow\nfor step in range(10):\n    if rank == 0:\n        mlflow.log_metrics({'a': 1})\n    dist.all_reduce(t)\n"
     (f,) = lint_source(src)
     assert (f.line, f.rule) == (6, Rule.RANK0_LONG_WORK)
     assert f.notebook == SCENARIOS["slow-metrics-on-rank0"].notebook
@@ -603,3 +604,37 @@ def test_held_out_round_four_misses_found(tmp_path: Path) -> None:
         "    utils.save_on_master(model.state_dict(), 'ckpt.pth')\n")
     report = lint_paths([detr])
     assert [(Path(f.path).name, f.line) for f in report.findings] == [("main.py", 4)]
+
+
+def test_held_out_round_five_idioms() -> None:
+    # `epochs, rank = opt.epochs, opt.global_rank` (YOLOv7): each name gets its own value; the loop over
+    # `epochs` is the same on every rank, a slice by the rank is a share
+    loop = HEAD + "{} = {}\nfor e in range(epochs):\n    dist.all_reduce(t)\n"
+    assert found(loop.format("epochs, rank", "opt.epochs, opt.global_rank")) == []
+    assert found(loop.format("epochs, rank", "len(data[opt.global_rank::4]), opt.global_rank")) == [
+        (5, "uneven-collective-count")]
+    pair = "apriori = opt.global_rank, opt.local_rank\ncfg, epochs, opt.global_rank, opt.local_rank"
+    assert found(loop.format(pair, "'', opt.epochs, *apriori")) == []
+    assert found(loop.format("epochs", "len(data[rank::4])")) == [(5, "uneven-collective-count")]
+    assert found(loop.format("g", "int(os.environ['RANK']) if 'RANK' in os.environ else -1\nepochs = opt.epochs")) == []
+    # a function's callers are the calls that can be it: `model.train()` is not a call of `def train(args)`
+    train = HEAD + ("def train(args):\n    if rank == 0:\n        torch.save(model.state_dict(), 'm.pt')\n"
+                    "model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n    {}\n"
+                    "    model(x).backward()\n")
+    assert found(train.format("model.train()")) == []
+    assert found(train.format("train(args)")) == [(5, "rank0-long-work-before-collective")]
+    assert found(train.format("train()")) == []    # not a call it can take
+    # a dict of numbers handed to wandb is queued (AnimateDiff); a media object is work; so is a config writer not
+    step = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n"
+                   "    model(x).backward()\n    if rank == 0:\n        {}\n")
+    assert found(step.format("wandb.log({'train_loss': loss.item(), 'lr': sched.get_last_lr()[0]})")) == []
+    assert found(step.format("wandb.log({'samples': wandb.Video(render(model))})")) == [
+        (7, "rank0-long-work-before-collective")]
+    assert found(step.format("OmegaConf.save(config, 'config.yaml')")) == []
+    # "the main process first" (LeRobot): the second half, the others reading the cache, is not reported
+    first = HEAD + ("if is_main_process():\n    ds = make_train_eval_datasets(cfg)\ndist.barrier()\nif not is_main_process():\n"
+                    "    ds = make_train_eval_datasets(cfg)\ndist.barrier()\n")
+    assert found(first) == [(4, "rank0-long-work-before-collective")]
+    other = first.rsplit("ds = make_train_eval_datasets(cfg)", 1)
+    assert found("evaluate(model)".join(other)) == [(4, "rank0-long-work-before-collective"),
+                                                     (7, "rank0-long-work-before-collective")]
