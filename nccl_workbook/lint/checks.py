@@ -29,7 +29,7 @@ import ast
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nccl_workbook.doctor import DEPRECATED_ALIASES
@@ -289,9 +289,11 @@ class _RankWalk:
         if where is None and isinstance(stmt, (ast.Expr, ast.Assign)) and isinstance(stmt.value, ast.Call):
             # `utils.save_on_master(state, path)` (DeiT, DINO, ConvNeXt): the helper of another file tests the
             # rank itself; its name says so
-            _recv, name = call_name(stmt.value)
+            recv, name = call_name(stmt.value)
             if _ON_MAIN.search(name) and name not in f.functions:
                 self.region([stmt], (stmt.lineno, f"on the main process ({name}() tests the rank inside)", ()), after=stmt)
+            else:
+                self.rank_work_elsewhere(stmt, recv, name)
         if isinstance(stmt, ast.Break) and where is not None:
             self.break_in_rank_region(stmt)
         if isinstance(stmt, ast.If):
@@ -372,13 +374,15 @@ class _RankWalk:
                 if nxt:
                     break
         elif after is not None:
-            nxt = self.f.next_collective_after(after)
+            # two levels of callers: save_on_master <- save_model (same file) <- main.py's loop (VideoMAE)
+            nxt = self.f.next_collective_after(after, depth=2)
         if nxt is None or self.f.waits_for_others(nxt.line) or self.budgeted:
             return
         if isinstance(after, ast.If) and _second_of_main_first(self.f, after, work):
             return
         owner = function or self.f.enclosing_function(stmts[0])
-        if nxt.path and owner is not None and _ON_MAIN.search(owner.name):
+        if nxt.path and owner is not None and _ON_MAIN.search(owner.name) and self.f.project is not None \
+                and self.f.project.callers(self.f, owner.name):
             return   # DETR's `save_on_master` in util/misc.py: its calls in main.py are reported, once each
         line, cond = where[:2]
         # `utils.save_on_master(...)`: the helper tests the rank itself, there is no condition to quote
@@ -388,6 +392,29 @@ class _RankWalk:
             f"{work.label} runs only {only}, while the other ranks go on to "
             f"{nxt.label} at {nxt.at}",
             scenario="slow-metrics-on-rank0" if work.kind == "logging" else ""))
+
+    def rank_work_elsewhere(self, stmt: ast.Expr | ast.Assign, recv: str, name: str) -> None:
+        """Every rank calls a function of another file of the project that ends in long work on some ranks
+        only (WeNet's ``save_model``: ``elif rank == 0: save_checkpoint(...)``; VideoMAE's ``utils.save_model``,
+        which calls ``save_on_master``), and then the next collective. That file is read for its functions
+        only, so the hazard is reported here, at the call. (When that file is linted too, its own finding
+        stands for it.)"""
+        f = self.f
+        ext = f.external(recv, name)
+        if ext is None or f.project is None or f.project.given(Path(ext[0].path)) or self.budgeted:
+            return
+        inner = _rank_work_in(*ext)
+        if inner is None:
+            return
+        cond, work = inner
+        nxt = f.next_collective_after(stmt)
+        if nxt is None or f.waits_for_others(nxt.line):
+            return
+        label = f"{recv}.{name}()" if recv else f"{name}()"
+        self.out.append(RawFinding(
+            Rule.RANK0_LONG_WORK, stmt.lineno,
+            f"{label} runs {work.label} at {work.at} only {cond}, while the other ranks go on to {nxt.label} at "
+            f"{nxt.at}"))
 
     def _explicit_collective(self, stmts: list[ast.stmt], skip: frozenset[int] = frozenset()) -> bool:
         """Does the region call a collective itself (rule 1 reports it), not counting a backward reached
@@ -640,6 +667,41 @@ def _uneven_names(f: SourceFacts) -> set[str]:
     return uneven
 
 
+_RANK_WORK_CACHE: dict[tuple[int, str], tuple[str, Site] | None] = {}
+
+
+def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site] | None:
+    """Long work a function does on some ranks only, with no collective after it inside the function: the
+    condition (said for a message) and the work, in the function's file; or None. Found as a rank ``if``
+    (``elif rank == 0: save_checkpoint(...)``), a helper named for the main process (``save_on_master``), or
+    a function of the same file that does so (``depth`` levels)."""
+    key = (id(f), name)
+    if key in _RANK_WORK_CACHE:
+        return _RANK_WORK_CACHE[key]
+    _RANK_WORK_CACHE[key] = None   # recursion guard
+    where = Path(f.path).name
+    found: tuple[str, Site] | None = None
+    for fn in f.functions.get(name, []):
+        for node in walk_local(fn):
+            if found is not None:
+                break
+            if isinstance(node, ast.If) and f.is_rank_condition(node.test) and f.first_collective(node.body) is None:
+                work = f.first_long_work(node.body)
+                if work is not None and f.next_collective_after(node, depth=0) is None:
+                    found = (f"where `{_cond_text(node.test)}` ({where}:{node.lineno}) holds",
+                             replace(work, path=work.path or where))
+            elif isinstance(node, (ast.Expr, ast.Assign)) and isinstance(node.value, ast.Call) \
+                    and f.next_collective_after(node, depth=0) is None:
+                recv, callee = call_name(node.value)
+                if _ON_MAIN.search(callee):
+                    found = (f"on the main process ({callee}() tests the rank inside)",
+                             Site(node.lineno, f"{callee}()", path=where))
+                elif depth > 0 and recv in ("", "self", "cls") and callee in f.functions and callee != name:
+                    found = _rank_work_in(f, callee, depth - 1)
+    _RANK_WORK_CACHE[key] = found
+    return found
+
+
 def _second_of_main_first(f: SourceFacts, stmt: ast.If, work: Site) -> bool:
     """The second half of "the main process first" (LeRobot: ``if is_main: ds = make_dataset(cfg)``, a
     barrier, ``if not is_main: ds = make_dataset(cfg)``; Accelerate's ``main_process_first()``): the others
@@ -848,40 +910,62 @@ _INIT_CALLS = ("init_process_group", "init_distributed", "InitProcessGroupKwargs
                "DeepSpeedStrategy")
 
 
+_PG_TIMEOUTS: dict[int, tuple[SourceFacts, tuple[float | None, str]]] = {}
+
+
 def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
     """The process-group timeout the file sets (seconds), and how it was found.
 
     When the file sets none, the files of the project it imports are read for the call that creates the
     group (LAVIS's runner imports ``lavis.common.dist_utils``, whose ``init_distributed_mode`` sets 365
     days); their ``new_group`` calls are not, since a side group's timeout is not the main group's."""
-    found, backend = _pg_timeout_in(f, f.tree, _INIT_CALLS + ("new_group",))
-    if found is not None:
-        return found
-    for other in f.local_modules():
-        elsewhere, _ = _pg_timeout_in(other, other.tree, _INIT_CALLS, where=Path(other.path).name)
-        if elsewhere is not None:
-            return elsewhere
-    return DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout"
+    cached = _PG_TIMEOUTS.get(id(f))
+    if cached is not None and cached[0] is f:
+        return cached[1]
+    found, backend = _pg_timeout_in(f, _INIT_CALLS + ("new_group",))
+    if found is None:
+        for other in f.local_modules():
+            found, _ = _pg_timeout_in(other, _INIT_CALLS, where=Path(other.path).name)
+            if found is not None:
+                break
+    result = found or (DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout")
+    if len(_PG_TIMEOUTS) > 4096:
+        _PG_TIMEOUTS.clear()
+    _PG_TIMEOUTS[id(f)] = (f, result)
+    return result
 
 
-def _pg_timeout_in(f: SourceFacts, tree: ast.AST, names: tuple[str, ...],
+def _pg_timeout_in(f: SourceFacts, names: tuple[str, ...],
                    where: str = "") -> tuple[tuple[float | None, str] | None, str]:
     backend = "nccl"
-    for node in ast.walk(tree):
+    at = (lambda line: f"{where}:{line}") if where else (lambda line: f"line {line}")
+    made: set[str] = set()                    # `init_handler = InitProcessGroupKwargs()` ...
+    set_later: list[ast.Assign] = []          # ... `init_handler.timeout = timedelta(seconds=5400)` (PixArt)
+    for node in ast.walk(f.tree):
+        if isinstance(node, ast.Assign):
+            if isinstance(node.value, ast.Call) and call_name(node.value)[1] in names:
+                made.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            if any(isinstance(t, ast.Attribute) and t.attr == "timeout" and isinstance(t.value, ast.Name)
+                   for t in node.targets):
+                set_later.append(node)
+            continue
         if not isinstance(node, ast.Call):
             continue
         _recv, name = call_name(node)
         if name in names:
             for kw in node.keywords:
                 if kw.arg == "timeout":
-                    at = f"{where}:{node.lineno}" if where else f"line {node.lineno}"
-                    return (f.seconds(kw.value), f"`{name}(timeout=...)` at {at}"), backend
+                    return (f.seconds(kw.value), f"`{name}(timeout=...)` at {at(node.lineno)}"), backend
             for a in node.args[:1]:
                 if isinstance(a, ast.Constant) and a.value == "gloo":
                     backend = "gloo"
             for kw in node.keywords:
                 if kw.arg in ("backend", "dist_backend") and isinstance(kw.value, ast.Constant) and kw.value.value == "gloo":
                     backend = "gloo"
+    for node in set_later:
+        for t in node.targets:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in made:
+                return (f.seconds(node.value), f"`{t.value.id}.timeout = ...` at {at(node.lineno)}"), backend
     return None, backend
 
 

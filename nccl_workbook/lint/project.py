@@ -41,6 +41,8 @@ class Project:
         self._facts: dict[Path, SourceFacts | None] = {}
         self._module_cache: dict[tuple[str, Path], Path | None] = {}
         self._callers: dict[tuple[int, str], list[tuple[SourceFacts, ast.stmt]]] = {}
+        self._resolved_imports: list[tuple[SourceFacts, str, str, SourceFacts | None, SourceFacts | None]] | None = None
+        self._parents: dict[Path, Path] = {}
 
     def facts(self, path: Path, text: str | None = None) -> SourceFacts | None:
         """The facts of one file, parsed once (None when it cannot be read or parsed). A ``SyntaxError``
@@ -63,6 +65,14 @@ class Project:
         self._facts[key] = facts
         return facts
 
+    def any_data_parallel(self) -> bool:
+        """Does a file named on the command line wrap a model for data parallelism (DDP, FSDP, ...)?"""
+        return any(f is not None and f.data_parallel for f in (self.facts(p) for p in self._given))
+
+    def given(self, path: Path) -> bool:
+        """Was this file named on the command line (its own findings are reported)?"""
+        return path.resolve() in self._given
+
     def callers(self, facts: SourceFacts, name: str) -> list[tuple[SourceFacts, ast.stmt]]:
         """The statements of the other files named on the command line that call ``name`` of ``facts``
         (imported by name, or through its module): what follows them is what every rank reaches next."""
@@ -71,23 +81,39 @@ class Project:
             return self._callers[key]
         out: list[tuple[SourceFacts, ast.stmt]] = []
         self._callers[key] = out
-        for path in self._given:
-            other = self.facts(path)
-            if other is None or other is facts:
+        for other, alias, sub, module, submodule in self._imports():
+            if other is facts:
                 continue
-            for alias, (module, sub, level) in other.import_from.items():
-                if sub == name and self.module(module, path, level) is facts:
-                    out.extend((other, stmt) for stmt in other.calls_to.get(alias, []))
-                elif not sub and self.module(module, path, level) is facts \
-                        or sub and sub != name and self.module(f"{module}.{sub}", path, level) is facts:
-                    out.extend((other, stmt) for stmt in other.calls_to.get(name, []))
+            if sub == name and module is facts:
+                out.extend((other, stmt) for stmt in other.calls_to.get(alias, []))
+            elif not sub and module is facts or sub and sub != name and submodule is facts:
+                out.extend((other, stmt) for stmt in other.calls_to.get(name, []))
         return out
+
+    def _imports(self) -> list[tuple[SourceFacts, str, str, SourceFacts | None, SourceFacts | None]]:
+        """Every local import of the files named on the command line, resolved once: (the importing file,
+        the name bound, the name imported from the module, the module's facts, the facts of
+        ``module.name`` when that is a module itself)."""
+        if self._resolved_imports is None:
+            self._resolved_imports = []
+            for path in self._given:
+                other = self.facts(path)
+                if other is None:
+                    continue
+                for alias, (module, sub, level) in other.import_from.items():
+                    self._resolved_imports.append((
+                        other, alias, sub, self.module(module, path, level),
+                        self.module(f"{module}.{sub}", path, level) if sub else None))
+        return self._resolved_imports
 
     def module(self, name: str, importer: Path, level: int = 0) -> SourceFacts | None:
         """The facts of the file that ``import name`` (``from`` ``level`` dots) means from ``importer``."""
-        key = (f"{'.' * level}{name}", importer.resolve().parent)
+        if importer not in self._parents:
+            self._parents[importer] = importer.resolve()
+        resolved = self._parents[importer]
+        key = (f"{'.' * level}{name}", resolved.parent)
         if key not in self._module_cache:
-            self._module_cache[key] = self._find(name, importer.resolve(), level)
+            self._module_cache[key] = self._find(name, resolved, level)
         found = self._module_cache[key]
         return self.facts(found) if found is not None else None
 

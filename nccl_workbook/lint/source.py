@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -98,7 +99,7 @@ _MAIN_FLAG = re.compile(
     r"_process_zero)?$"
 )
 _MAIN_EXTRA = frozenset({"should_save", "should_log", "is_world_process_zero", "is_local_process_zero"})
-_NOT_RANK = re.compile(r"(world|size|num_|n_|count|ranks$|rank_list|all_ranks|_fn$|_only$)")
+_NOT_RANK = re.compile(r"(world(?!_rank$)|size|num_|n_|count|ranks$|rank_list|all_ranks|_fn$|_only$)")
 _ENV_RANK = re.compile(r"^(LOCAL_|GLOBAL_|GROUP_|NODE_|SLURM_|OMPI_COMM_WORLD_|PMI_)?(RANK|PROCID|LOCALID|NODEID|"
                        r"LOCAL_RANK)$")
 #: decorators that run a function on one rank only (lightning, mmcv/basicsr, accelerate)
@@ -122,6 +123,8 @@ LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|te
 _NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args|"
                                 r"tokenizer|processor|feature_extractor|image_processor|config|generation_config|"
                                 r"OmegaConf|omegaconf|yaml|json|toml)$")
+#: a test that the model being trained is an adapter (what it saves is the adapter)
+_ADAPTER = re.compile(r"peft|lora|adapter", re.IGNORECASE)
 #: in a saved literal: what makes it a checkpoint rather than metadata
 _HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buffer|cpu\(|cuda\(|numpy\(", re.IGNORECASE)
 _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "hyperparameters", "meta", "metadata",
@@ -341,7 +344,11 @@ class SourceFacts:
     @classmethod
     def parse(cls, text: str, path: str = "<string>") -> SourceFacts:
         """Parse ``text``; a ``SyntaxError`` propagates (the caller reports it as a bad file)."""
-        facts = cls(ast.parse(text, filename=path), path)
+        with warnings.catch_warnings():
+            # the user's code, not ours: an invalid escape in their string is not the lint's to report
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, filename=path)
+        facts = cls(tree, path)
         facts.may_shard = bool(_MAY_SHARD.search(text))
         return facts
 
@@ -423,13 +430,17 @@ class SourceFacts:
         on_all: set[str] = set()
         for node in assigns:
             if _const(node.value) is None:
+                # se3_diffusion: `if rank not in [0, -1]: self._exp_conf.ckpt_dir = None` "to avoid saving
+                # checkpoints and evaluation": `ckpt_dir is not None` is true on rank 0 only
+                if id(node) in under_rank:
+                    self.rank_objects.update(dotted(t) for t in node.targets if isinstance(t, (ast.Name, ast.Attribute)))
                 continue
             v = node.value
             rank_exp = isinstance(v, ast.IfExp) and self.is_rank_condition(v.test) and None in (
                 _const(v.body), _const(v.orelse))
             names = {t.id for t in node.targets if isinstance(t, ast.Name)}
             (on_some if id(node) in under_rank or rank_exp else on_all).update(names)
-        self.rank_objects = on_some - on_all
+        self.rank_objects |= on_some - on_all
 
     def _index_block(self, block: list[ast.stmt], owner: ast.AST) -> None:
         for i, stmt in enumerate(block):
@@ -498,7 +509,9 @@ class SourceFacts:
                                                    "get_node_rank", "local_process_index")
         if isinstance(node, ast.Subscript):
             key = _const(node.slice)
-            return isinstance(key, str) and bool(_ENV_RANK.match(key)) and "environ" in dotted(node.value)
+            # os.environ["RANK"]; a rank kept in a dict (se3_diffusion's `self.ddp_info['rank']`)
+            return isinstance(key, str) and (bool(_ENV_RANK.match(key)) and "environ" in dotted(node.value)
+                                              or _is_rank_name(key))
         if isinstance(node, ast.BinOp):
             return self.is_rank_value(node.left) or self.is_rank_value(node.right)
         if isinstance(node, ast.IfExp):
@@ -513,7 +526,7 @@ class SourceFacts:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return self.is_rank_condition(node.operand)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
-                and isinstance(node.left, ast.Name) and node.left.id in self.rank_objects \
+                and isinstance(node.left, (ast.Name, ast.Attribute)) and dotted(node.left) in self.rank_objects \
                 and _const(node.comparators[0]) is None:
             return True
         if isinstance(node, ast.Compare):
@@ -627,7 +640,8 @@ class SourceFacts:
         if recv and self.sharded:
             base = recv.split(".")[-1] if recv.startswith("self.") else recv
             target = recv if recv in self.sharded else (f"self.{base}" if f"self.{base}" in self.sharded else "")
-            if target and name in ("generate", "forward", "backward", "state_dict", "step"):
+            if target and name in ("generate", "forward", "backward", "state_dict", "step") \
+                    and not self._before_sharding(recv, call):
                 return Site(line, f"{label} (sharded model)")
         if not recv and name in self.sharded:
             return Site(line, f"{label} (sharded model forward)")
@@ -636,6 +650,11 @@ class SourceFacts:
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
         if include_backward and name == "backward" and self.data_parallel and not self._before_the_wrap(call):
             return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
+        if include_backward and not recv and name.lower().endswith("scaler") and call.args \
+                and "loss" in ast.unparse(call.args[0]).lower() and self._backward_is_all_reduce():
+            # timm's NativeScaler (MAE, DeiT, ConvNeXt, VideoMAE): `loss_scaler(loss, optimizer, ...)` runs
+            # `scale(loss).backward()` inside
+            return Site(line, f"{label} (its backward: DDP's gradient all-reduce)")
         return None
 
     def _scope_of(self, line: int) -> ast.AST | None:
@@ -646,6 +665,29 @@ class SourceFacts:
                 if fn.lineno <= line <= (fn.end_lineno or fn.lineno) and (best is None or fn.lineno > best.lineno):
                     best = fn
         return best
+
+    def _backward_is_all_reduce(self) -> bool:
+        """This file, or a file of the project that imports it (an engine.py whose model main.py wraps),
+        wraps a model for data parallelism."""
+        return self.data_parallel or self.project is not None and self.project.any_data_parallel()
+
+    def _before_sharding(self, name: str, call: ast.Call) -> bool:
+        """Is ``name`` sharded in the call's function only by assignments below the call? Lumina loads
+        weights into ``model`` on rank 0 (``model.state_dict()``), then ``model = setup_fsdp_sync(model)``:
+        the call runs on a plain module. An assignment counts when its value is a sharding wrapper or a
+        function of the file that makes one."""
+        scope = self._scope_of(call.lineno)
+        lines = []
+        for node in walk_local(scope if scope is not None else self.tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                    and any(dotted(t) == name for t in node.targets):
+                func = dotted(node.value.func)
+                makes = SHARDING_WRAPPERS.search(func) or any(
+                    isinstance(n, ast.Call) and SHARDING_WRAPPERS.search(dotted(n.func))
+                    for fn in self.functions.get(func, []) for n in walk_local(fn))
+                if makes:
+                    lines.append(node.lineno)
+        return bool(lines) and min(lines) > call.lineno
 
     def _before_the_wrap(self, call: ast.Call) -> bool:
         """A ``backward()`` above every ``DDP(...)``/``FSDP(...)`` wrap of its own function (or of the module
@@ -800,8 +842,32 @@ class SourceFacts:
         if LONG_PARTS.intersection(_parts(name)):
             if _small_literal(node.args[0] if node.args else None) or _small_save_name(name):
                 return None
+            if name == "save_pretrained" and self._under_adapter_test(node):
+                return None   # trlx, LLaVA: `if peft_config is not None and is_main: model.save_pretrained()`
+            if name in ("save", "dump") and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)) \
+                    and _small_save_name(dotted(node.args[0]).rsplit(".", 1)[-1]):
+                return None   # Lumina's `torch.save(args, path)`: an argparse namespace, not a checkpoint
             return Site(node.lineno, label)
         return None
+
+    def _under_adapter_test(self, node: ast.AST) -> bool:
+        """Is this inside ``if`` a test of LoRA/PEFT/adapters (``if training_args.lora_enable:``)? Then the
+        model saved is an adapter of a few MB, not the model."""
+        stmt = next((s for s in self._stmts_holding(node)), None)
+        while stmt is not None and id(stmt) in self.parents:
+            _block, _i, owner = self.parents[id(stmt)]
+            if isinstance(owner, ast.If) and _ADAPTER.search(ast.unparse(owner.test)):
+                return True
+            stmt = owner
+        return False
+
+    def _stmts_holding(self, node: ast.AST) -> Iterator[ast.stmt]:
+        line = getattr(node, "lineno", 0)
+        for stmt in ast.walk(self.tree):
+            if isinstance(stmt, ast.stmt) and id(stmt) in self.parents and not hasattr(stmt, "body") \
+                    and stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno) \
+                    and any(n is node for n in ast.walk(stmt)):
+                yield stmt
 
     def function_long_work(self, name: str) -> Site | None:
         """The first long work a function of this file does (its name may say it: ``evaluate``)."""
@@ -810,7 +876,8 @@ class SourceFacts:
         self._long[name] = None
         found: Site | None = None
         for fn in self.functions.get(name, []):
-            if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name):
+            if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name) \
+                    and not _small_save_name(name):   # InternImage's save_config: what it does decides
                 if not self._writes_metadata_only(fn):
                     found = Site(fn.lineno, f"{name}()")
                     break

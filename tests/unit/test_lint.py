@@ -638,3 +638,72 @@ def test_held_out_round_five_idioms() -> None:
     other = first.rsplit("ds = make_train_eval_datasets(cfg)", 1)
     assert found("evaluate(model)".join(other)) == [(4, "rank0-long-work-before-collective"),
                                                      (7, "rank0-long-work-before-collective")]
+
+
+def test_held_out_round_six_idioms(tmp_path: Path) -> None:
+    ddp = HEAD + "model = torch.nn.parallel.DistributedDataParallel(net)\n"
+    # a group timeout set on Accelerate's kwargs object after it is made (PixArt: 90 minutes) budgets the wait
+    budget = ddp + ("h = InitProcessGroupKwargs()\nh.timeout = timedelta(seconds={})\n"
+                    "for x in loader:\n    model(x).backward()\n    if rank == 0:\n        evaluate(model)\n")
+    assert found(budget.format(5400)) == []
+    assert found(budget.format(600)) == [(9, "rank0-long-work-before-collective")]
+    # small files: a function named for saving one, judged by what it does; torch.save of the settings
+    small = ddp + ("def save_config(config):\n    with open('c.json', 'w') as f:\n        f.write(config.dump())\n"
+                   "for x in loader:\n    model(x).backward()\n    if rank == 0:\n        {}\n")
+    assert found(small.format("save_config(config)")) == []
+    assert found(small.format("torch.save(args, 'args.pth')")) == []
+    assert found(small.format("torch.save(model.state_dict(), 'm.pth')")) == [(10, "rank0-long-work-before-collective")]
+    # an adapter's save_pretrained (trlx: under `peft_config is not None`) is not the model's
+    peft = ddp + "for x in loader:\n    model(x).backward()\n    if {} and rank == 0:\n        model.save_pretrained('out')\n"
+    assert found(peft.format("config.peft_config is not None")) == []
+    assert found(peft.format("config.push_every_step")) == [(7, "rank0-long-work-before-collective")]
+    # Lumina: rank 0 reads the plain model's state_dict, then the model is sharded below: not a collective yet
+    shard = HEAD + ("from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                    "def wrap(model):\n    model = FSDP(model)\n    return model\ndef main():\n    model = Net()\n{}\n")
+    before = "    if rank == 0:\n        sd = model.state_dict()\n    model = wrap(model)"
+    assert found(shard.format(before)) == []
+    after = "    model = wrap(model)\n    if rank == 0:\n        sd = model.state_dict()"
+    assert found(shard.format(after)) == [(11, "collective-in-rank-branch")]
+    # `world_rank` (FourCastNet, MPI naming) is a rank, `world_size` is not
+    world = ddp + "for x in loader:\n    model(x).backward()\n    if self.{} == 0:\n        save_checkpoint(model)\n"
+    assert found(world.format("world_rank")) == [(7, "rank0-long-work-before-collective")]
+    assert found(world.format("world_size")) == []
+    # se3_diffusion: a setting cleared on the other ranks makes `is not None` a rank test
+    cleared = ddp + ("if self.ddp_info['rank'] not in [0, -1]:\n    self.conf.ckpt_dir = None\n"
+                     "for x in loader:\n    model(x).backward()\n    if self.conf.ckpt_dir is not None:\n"
+                     "        save_checkpoint(model)\n")
+    assert found(cleared) == [(9, "rank0-long-work-before-collective")]
+    assert found(cleared.replace("self.conf.ckpt_dir = None", "self.conf.ckpt_dir = '/tmp'")) == []
+    # VideoMAE/ConvNeXt in their checkout: main.py calls utils.save_model (which ends in save_on_master) and
+    # then engine.train_one_epoch, whose `loss_scaler(loss, optimizer)` (timm's NativeScaler) runs DDP's backward
+    (tmp_path / "utils.py").write_text(
+        "import torch\nimport torch.distributed as dist\ndef is_main_process():\n    return dist.get_rank() == 0\n"
+        "def save_on_master(*args, **kwargs):\n    if is_main_process():\n        torch.save(*args, **kwargs)\n"
+        "def save_model(model, path):\n    to_save = {'model': model.state_dict()}\n    save_on_master(to_save, path)\n")
+    (tmp_path / "engine.py").write_text(
+        "def train_one_epoch(model, loader, optimizer, loss_scaler):\n    for x in loader:\n"
+        "        loss = model(x)\n        loss_scaler(loss, optimizer, parameters=model.parameters())\n")
+    main = tmp_path / "main.py"
+    main.write_text("import torch\nimport utils\nfrom engine import train_one_epoch\n"
+                    "model = torch.nn.parallel.DistributedDataParallel(net)\nfor epoch in range(9):\n"
+                    "    train_one_epoch(model, loader, optimizer, loss_scaler)\n    utils.save_model(model, 'c.pth')\n")
+    from nccl_workbook.lint import lint_file, lint_paths
+    findings, _ = lint_file(main)
+    assert [(f.line, f.rule.value) for f in findings] == [(7, "rank0-long-work-before-collective")]
+    assert "save_on_master() at utils.py:10" in findings[0].message and "loss_scaler()" in findings[0].message
+    # linted as a folder, utils.py's own finding stands for it: reported once, inside save_on_master's caller
+    report = lint_paths([tmp_path])
+    assert len(report.findings) == 1
+    # without the scaler's loss there is no backward to wait in
+    (tmp_path / "engine.py").write_text((tmp_path / "engine.py").read_text().replace("loss_scaler(loss,", "loss_scaler(x,"))
+    findings, _ = lint_file(main)
+    assert findings == []
+
+
+def test_warnings_of_the_users_code_are_not_printed() -> None:
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        invalid_escape = 'pattern = "' + "\\" + 'd+"\n'   # `"\d+"` in the user's file
+        assert lint_source(invalid_escape) == []
+    assert [str(w.message) for w in caught] == []
