@@ -17,7 +17,9 @@ is imported or run):
   ``backward()`` in a file that wraps its model for data parallelism (DDP's gradient all-reduce),
   and functions of the same file that call any of these, followed to a fixed point.
 - *Is this long work?* (:meth:`SourceFacts.long_work_of`): evaluation, sampling, checkpoint saving,
-  pushes to a logging service, or a loop over a data loader, again through functions of the file.
+  pushes to a logging service made there and then (mlflow's HTTP calls, artifact and model uploads;
+  not wandb's or TensorBoard's metrics, which are queued), or a loop over a data loader, again through
+  functions of the file and of the files it imports.
 
 Known limits: names are matched by spelling, not by type (a variable called ``rank`` is a rank);
 functions are found by name in the same file (``self.save()`` finds any method ``save``) or, when the
@@ -117,12 +119,16 @@ LONG_PARTS = frozenset({
 LOGGING_RECEIVERS = re.compile(r"(^|\.)(wandb|mlflow|neptune|comet_ml|clearml|aim|swanlab|tracker|trackers|run|"
                                r"experiment)$")
 LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
+#: the pushes of a logging service that send files there and then (the rest is queued)
+_UPLOAD = re.compile(r"^(log_artifact|log_model|upload\w*|push\w*)$")
 #: an iterable whose name says it walks a data set
 LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|test|samples|iters|steps|prompts)",
                        re.IGNORECASE)
 _NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args|"
                                 r"tokenizer|processor|feature_extractor|image_processor|config|generation_config|"
                                 r"OmegaConf|omegaconf|yaml|json|toml)$")
+#: a payload named for evaluation results (scores, metrics, statistics), not for a model
+_RESULTS = re.compile(r"eval|metric|(?<![a-z])stats?(?![a-z])|statistic|result|score|histor|record", re.IGNORECASE)
 #: a test that the model being trained is an adapter (what it saves is the adapter)
 _ADAPTER = re.compile(r"peft|lora|adapter", re.IGNORECASE)
 #: in a saved literal: what makes it a checkpoint rather than metadata
@@ -132,31 +138,6 @@ _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "h
 #: a context manager that holds the calling ranks until something happens elsewhere
 _WAITING = re.compile(r"(^|_)wait(_|$)|_and_wait$|^wait_for_", re.IGNORECASE)
 _SPLIT = re.compile(r"_|(?<=[a-z])(?=[A-Z])")
-
-
-def _scalars_only(node: ast.AST) -> bool:
-    """A dict literal of numbers: each value a name, a constant, arithmetic, ``x.item()``, ``float(x)``,
-    or a subscript of them (``lr_scheduler.get_last_lr()[0]``); no image, table or histogram built in it."""
-    if not isinstance(node, ast.Dict) or not node.values:
-        return False
-
-    def scalar(v: ast.AST) -> bool:
-        if isinstance(v, (ast.Constant, ast.Name, ast.Attribute)):
-            return True
-        if isinstance(v, ast.BinOp):
-            return scalar(v.left) and scalar(v.right)
-        if isinstance(v, ast.UnaryOp):
-            return scalar(v.operand)
-        if isinstance(v, ast.Subscript):
-            return scalar(v.value) if not isinstance(v.value, ast.Call) else scalar_call(v.value)
-        return isinstance(v, ast.Call) and scalar_call(v)
-
-    def scalar_call(c: ast.Call) -> bool:
-        _recv, name = call_name(c)
-        return name in ("item", "float", "int", "round", "get_last_lr", "mean", "tolist") \
-            and all(scalar(a) for a in c.args)
-
-    return all(v is not None and scalar(v) for v in node.values)
 
 
 def dotted(node: ast.AST) -> str:
@@ -220,7 +201,8 @@ def _light(site: Site) -> bool:
 def _lookup_name(name: str) -> bool:
     """``get_latest_checkpoint``, ``find_last_ckpt``, ``is_eval_step``: a name that says it looks something
     up or answers a question, however much its object is long work to make."""
-    return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_"))
+    return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_")) \
+        or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"])   # generate_run_id
 
 
 def _small_save_name(name: str) -> bool:
@@ -813,9 +795,10 @@ class SourceFacts:
                or kw.arg == "blocking" and _const(kw.value) is False for kw in node.keywords):
             return None   # handed to a background thread (huggingface_hub's upload_folder(run_as_future=True))
         if recv and LOGGING_RECEIVERS.search(recv) and LOGGING_METHODS.match(name):
-            if recv.split(".")[-1] == "wandb" and name == "log" and node.args and _scalars_only(node.args[0]):
-                # `wandb.log({"train_loss": loss.item()})` (AnimateDiff): queued to wandb's own process, in
-                # milliseconds; mlflow's log calls are HTTP requests made there and then, and stay work
+            if recv.split(".")[-1] != "mlflow" and not _UPLOAD.match(name):
+                # `wandb.log(metrics)`, `wandb.save(file)`, a table or an image (AnimateDiff, DPO, SiT, GaLore):
+                # handed to the service's own process and queued, in milliseconds. mlflow's calls are HTTP
+                # requests made there and then, and an artifact or a model upload hashes and sends files
                 return None
             return Site(node.lineno, label, "logging")
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
@@ -847,6 +830,9 @@ class SourceFacts:
             if name in ("save", "dump") and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)) \
                     and _small_save_name(dotted(node.args[0]).rsplit(".", 1)[-1]):
                 return None   # Lumina's `torch.save(args, path)`: an argparse namespace, not a checkpoint
+            if name in ("save", "dump") and node.args and _RESULTS.search(ast.unparse(node.args[0])) \
+                    and not _HEAVY.search(ast.unparse(node.args[0])):
+                return None   # DETR's `torch.save(coco_evaluator.coco_eval["bbox"].eval, ...)`: tens of MB of scores
             return Site(node.lineno, label)
         return None
 

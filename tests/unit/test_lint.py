@@ -707,3 +707,22 @@ def test_warnings_of_the_users_code_are_not_printed() -> None:
         invalid_escape = 'pattern = "' + "\\" + 'd+"\n'   # `"\d+"` in the user's file
         assert lint_source(invalid_escape) == []
     assert [str(w.message) for w in caught] == []
+
+
+def test_held_out_round_seven_idioms() -> None:
+    step = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n"
+                   "    model(x).backward()\n    if rank == 0:\n        {}\n")
+    # wandb queues what it is handed to its own process: metrics, a table, a file (DPO, SiT, GaLore)
+    for call in ("wandb.log(mean_train_metrics, step=step)", "wandb.log({'samples': wandb.Table(rows)})",
+                 "wandb.save(os.path.abspath(__file__), policy='now')"):
+        assert found(step.format(call)) == [], call
+    # an artifact upload hashes and sends its files there and then; mlflow logs with an HTTP request
+    for call in ("wandb.log_artifact('ckpt.pt')", "mlflow.log_metrics(metrics)"):
+        assert found(step.format(call)) == [(7, "rank0-long-work-before-collective")], call
+    # a name for an identifier is not generation work (SiT's `generate_run_id()`)
+    assert found(step.format("run_id = generate_run_id(exp_name)")) == []
+    assert found(step.format("samples = generate_samples(model)")) == [(7, "rank0-long-work-before-collective")]
+    # evaluation scores saved on rank 0 are small (DINO-DETR's COCO arrays); a state is a checkpoint
+    assert found(step.format("torch.save(coco_evaluator.coco_eval['bbox'].eval, 'eval.pth')")) == []
+    assert found(step.format("torch.save(train_stats, 'stats.pth')")) == []
+    assert found(step.format("torch.save(state, 'checkpoint.pth')")) == [(7, "rank0-long-work-before-collective")]
