@@ -17,9 +17,8 @@ is imported or run):
   ``backward()`` in a file that wraps its model for data parallelism (DDP's gradient all-reduce),
   and functions of the same file that call any of these, followed to a fixed point.
 - *Is this long work?* (:meth:`SourceFacts.long_work_of`): evaluation, sampling, checkpoint saving,
-  pushes to a logging service made there and then (mlflow's HTTP calls, artifact and model uploads;
-  not wandb's or TensorBoard's metrics, which are queued), or a loop over a data loader, again through
-  functions of the file and of the files it imports.
+  uploads to a logging service (artifacts, models; not metrics, parameters or plots, which are small or
+  queued), or a loop over a data loader, again through functions of the file and of the files it imports.
 
 Known limits: names are matched by spelling, not by type (a variable called ``rank`` is a rank);
 functions are found by name in the same file (``self.save()`` finds any method ``save``) or, when the
@@ -120,7 +119,7 @@ LOGGING_RECEIVERS = re.compile(r"(^|\.)(wandb|mlflow|neptune|comet_ml|clearml|ai
                                r"experiment)$")
 LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
 #: the pushes of a logging service that send files there and then (the rest is queued)
-_UPLOAD = re.compile(r"^(log_artifact|log_model|upload\w*|push\w*)$")
+_UPLOAD = re.compile(r"^(log_artifacts?|log_model|upload\w*|push\w*)$")
 #: an iterable whose name says it walks a data set
 LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|test|samples|iters|steps|prompts)",
                        re.IGNORECASE)
@@ -195,7 +194,10 @@ _PLOT_PARTS = frozenset({"plot", "savefig", "visualize", "visualization", "rende
 
 
 def _light(site: Site) -> bool:
-    return site.kind == "logging" or bool(_PLOT_PARTS.intersection(_parts(site.label.split("(")[0].rsplit(".", 1)[-1])))
+    """An upload, or a plot that is only a plot (``plot_spectrogram_to_numpy``; SlowFast's ``plot_eval``, which
+    draws hundreds of figures over the whole evaluation, is evaluation work)."""
+    parts = set(_parts(site.label.split("(")[0].rsplit(".", 1)[-1]))
+    return site.kind == "logging" or bool(_PLOT_PARTS & parts) and not (LONG_PARTS - _PLOT_PARTS) & parts
 
 
 def _lookup_name(name: str) -> bool:
@@ -795,10 +797,11 @@ class SourceFacts:
                or kw.arg == "blocking" and _const(kw.value) is False for kw in node.keywords):
             return None   # handed to a background thread (huggingface_hub's upload_folder(run_as_future=True))
         if recv and LOGGING_RECEIVERS.search(recv) and LOGGING_METHODS.match(name):
-            if recv.split(".")[-1] != "mlflow" and not _UPLOAD.match(name):
+            if not _UPLOAD.match(name):
                 # `wandb.log(metrics)`, `wandb.save(file)`, a table or an image (AnimateDiff, DPO, SiT, GaLore):
-                # handed to the service's own process and queued, in milliseconds. mlflow's calls are HTTP
-                # requests made there and then, and an artifact or a model upload hashes and sends files
+                # handed to the service's own process and queued, in milliseconds; mlflow's `log_param` and
+                # `log_metric` are one small HTTP request each (Vim). An artifact or a model upload hashes and
+                # sends its files there and then
                 return None
             return Site(node.lineno, label, "logging")
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
@@ -913,8 +916,8 @@ class SourceFacts:
                     light = site
             if best is not None:
                 return best
-        return light
-        return best
+        # a plot alone is not long work (GPT-SoVITS: four spectrogram images every log interval); an upload is
+        return light if light is not None and light.kind == "logging" else None
 
     # -- program order ----------------------------------------------------------------------------------
     def next_collective_after(self, stmt: ast.AST, *, depth: int = 1) -> Site | None:
