@@ -37,7 +37,7 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, call_name, dotted,
+from nccl_workbook.lint.source import (POINT_TO_POINT, ends_group, STEP_NAME as _STEP_CALL, Site, SourceFacts, call_name, dotted,
                                       target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
@@ -380,6 +380,8 @@ class _RankWalk:
             return
         if isinstance(after, ast.If) and _second_of_main_first(self.f, after, work):
             return
+        if isinstance(after, ast.If) and stmts is after.body and any(ends_group(s) for s in after.orelse):
+            return   # YOLOv7: `if rank in [-1, 0]: <final test> else: dist.destroy_process_group()`
         owner = function or self.f.enclosing_function(stmts[0])
         if nxt.path and owner is not None and _ON_MAIN.search(owner.name) and self.f.project is not None \
                 and self.f.project.callers(self.f, owner.name):

@@ -181,6 +181,13 @@ def _log_line_name(name: str) -> bool:
     return bool(parts) and parts[-1] in ("log", "print", "msg", "str", "repr")
 
 
+def ends_group(stmt: ast.AST) -> bool:
+    """Does the statement end the process group (``dist.destroy_process_group()``, Accelerate's
+    ``end_training()``)? After it no rank waits in a collective of the group."""
+    return any(isinstance(n, ast.Call) and call_name(n)[1] in ("destroy_process_group", "end_training")
+               for n in ast.walk(stmt))
+
+
 def _small_literal(node: ast.AST | None) -> bool:
     """A dict/list literal of plain values (``torch.save({"step": step, "epoch": epoch}, path)``): a few
     bytes of metadata, not a checkpoint. Anything that names a model, an optimizer or a state dict is not."""
@@ -929,9 +936,12 @@ class SourceFacts:
             block, i, owner = self.parents[id(node)]
             if leaving is None:
                 rest = block[i + 1:]
-                site = self.first_collective(rest)
-                if site is not None:
-                    return site
+                for later in rest:
+                    site = self.first_collective(later)
+                    if site is not None:
+                        return site
+                    if ends_group(later):
+                        return None   # `accelerator.end_training()`, `dist.destroy_process_group()`: no more
                 # modded-nanogpt: `if last_step: <rank-0 save>; break` leaves the loop on every rank, so the
                 # collectives of the loop's next pass are never reached
                 leaving = next((type(s) for s in rest if isinstance(s, (ast.Break, ast.Continue, ast.Return))), None)
@@ -954,6 +964,12 @@ class SourceFacts:
                     site = other.next_collective_after(caller, depth=depth - 1)
                     if site is not None:
                         return other._elsewhere(other, site)
+                # GPT-SoVITS: `for epoch in ...: train_and_evaluate(...)`: the next pass calls this function again
+                for caller in self.callers_of(owner):
+                    if self._in_loop(caller):
+                        again = self.function_collective(owner.name)
+                        if again is not None:
+                            return replace(again, label=f"{again.label}, in the next call of {owner.name}()")
                 return None
             if isinstance(owner, ast.Module):
                 return None
@@ -988,6 +1004,18 @@ class SourceFacts:
                     out.append(stmt)
                     break
         return out
+
+    def _in_loop(self, stmt: ast.AST) -> bool:
+        """Is the statement inside a loop of its own function (or of the module)?"""
+        node = stmt
+        while id(node) in self.parents:
+            _block, _i, owner = self.parents[id(node)]
+            if isinstance(owner, (ast.For, ast.AsyncFor, ast.While)):
+                return True
+            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                return False
+            node = owner
+        return False
 
     def enclosing_function(self, stmt: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         node = stmt

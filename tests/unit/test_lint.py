@@ -730,3 +730,25 @@ def test_held_out_round_seven_idioms() -> None:
     assert found(step.format("torch.save(coco_evaluator.coco_eval['bbox'].eval, 'eval.pth')")) == []
     assert found(step.format("torch.save(train_stats, 'stats.pth')")) == []
     assert found(step.format("torch.save(state, 'checkpoint.pth')")) == [(7, "rank0-long-work-before-collective")]
+
+
+def test_the_next_call_of_a_function_and_the_end_of_the_group() -> None:
+    # GPT-SoVITS: the epoch function ends in a rank-0 save; its caller's loop calls it again, and its first
+    # collective (DDP's backward) is where the others wait
+    epochs = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\ndef train_and_evaluate(epoch):\n"
+                     "    for x in loader:\n        model(x).backward()\n    if rank == 0:\n"
+                     "        save_checkpoint(model, epoch)\n{}\n")
+    assert found(epochs.format("for epoch in range(9):\n    train_and_evaluate(epoch)")) == [
+        (8, "rank0-long-work-before-collective")]
+    assert found(epochs.format("train_and_evaluate(0)")) == []   # called once: nothing follows
+    # YOLOv7: the final test on rank 0 while the others destroy the group: nobody waits
+    final = HEAD + ("for epoch in range(9):\n    dist.all_reduce(t)\nif rank == 0:\n    evaluate(model)\n"
+                    "else:\n    dist.destroy_process_group()\n{}\n")
+    assert found(final.format("dist.barrier()")) == []
+    assert found(final.replace("    dist.destroy_process_group()", "    print('done')").format("dist.barrier()")) == [
+        (6, "rank0-long-work-before-collective")]
+    # a collective behind the end of the group is never reached: the others do not wait in it
+    ended = HEAD + "if rank == 0:\n    save_checkpoint(model)\n{}dist.barrier()\n"
+    assert found(ended.format("")) == [(4, "rank0-long-work-before-collective")]
+    assert found(ended.format("accelerator.end_training()\n")) == []
+    assert found(ended.format("dist.destroy_process_group()\n")) == []
