@@ -37,8 +37,8 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (POINT_TO_POINT, ends_group, STEP_NAME as _STEP_CALL, Site, SourceFacts, call_name, dotted,
-                                      target_names, walk_local)
+from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, call_name, dotted,
+                                      ends_group, target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
            "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
@@ -450,7 +450,7 @@ class _RankWalk:
                                        or isinstance(exit_stmt, ast.Break) and _per_rank_statistic(f, stmt) is not None)
         if isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or \
                 isinstance(exit_stmt, ast.Continue) and data_cond:
-            loop = _enclosing_loop(f, stmt)
+            loop = f.enclosing_loop(stmt)
             site = _collective_beside(f, loop, exit_stmt) if loop is not None else None
             if site is not None and loop is not None:
                 word = "break" if isinstance(exit_stmt, ast.Break) else "continue"
@@ -470,7 +470,7 @@ class _RankWalk:
         """A ``break`` deeper inside a rank-only ``if`` (``if rank == 0: ... if patience_hit: break``):
         only those ranks leave the loop, the others go on to its next collective."""
         f = self.f
-        loop = _enclosing_loop(f, stmt)
+        loop = f.enclosing_loop(stmt)
         if loop is None:
             return
         node: ast.AST = stmt
@@ -566,18 +566,6 @@ def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
     return mine <= other
 
 
-def _enclosing_loop(f: SourceFacts, stmt: ast.AST) -> ast.For | ast.AsyncFor | ast.While | None:
-    node = stmt
-    while id(node) in f.parents:
-        _block, _i, owner = f.parents[id(node)]
-        if isinstance(owner, (ast.For, ast.AsyncFor, ast.While)):
-            return owner
-        if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-            return None
-        node = owner
-    return None
-
-
 def check_rank_branches(f: SourceFacts) -> list[RawFinding]:
     """``collective-in-rank-branch``, ``rank0-long-work-before-collective`` and the early-exit half of
     ``uneven-collective-count`` (see the module docstring)."""
@@ -669,18 +657,15 @@ def _uneven_names(f: SourceFacts) -> set[str]:
     return uneven
 
 
-_RANK_WORK_CACHE: dict[tuple[int, str], tuple[str, Site] | None] = {}
-
-
 def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site] | None:
     """Long work a function does on some ranks only, with no collective after it inside the function: the
     condition (said for a message) and the work, in the function's file; or None. Found as a rank ``if``
     (``elif rank == 0: save_checkpoint(...)``), a helper named for the main process (``save_on_master``), or
     a function of the same file that does so (``depth`` levels)."""
-    key = (id(f), name)
-    if key in _RANK_WORK_CACHE:
-        return _RANK_WORK_CACHE[key]
-    _RANK_WORK_CACHE[key] = None   # recursion guard
+    key = ("rank_work_in", name)
+    if key in f.memo:
+        return f.memo[key]   # type: ignore[return-value]
+    f.memo[key] = None   # recursion guard
     where = Path(f.path).name
     found: tuple[str, Site] | None = None
     for fn in f.functions.get(name, []):
@@ -700,7 +685,7 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site]
                              Site(node.lineno, f"{callee}()", path=where))
                 elif depth > 0 and recv in ("", "self", "cls") and callee in f.functions and callee != name:
                     found = _rank_work_in(f, callee, depth - 1)
-    _RANK_WORK_CACHE[key] = found
+    f.memo[key] = found
     return found
 
 
@@ -912,18 +897,14 @@ _INIT_CALLS = ("init_process_group", "init_distributed", "InitProcessGroupKwargs
                "DeepSpeedStrategy")
 
 
-_PG_TIMEOUTS: dict[int, tuple[SourceFacts, tuple[float | None, str]]] = {}
-
-
 def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
     """The process-group timeout the file sets (seconds), and how it was found.
 
     When the file sets none, the files of the project it imports are read for the call that creates the
     group (LAVIS's runner imports ``lavis.common.dist_utils``, whose ``init_distributed_mode`` sets 365
     days); their ``new_group`` calls are not, since a side group's timeout is not the main group's."""
-    cached = _PG_TIMEOUTS.get(id(f))
-    if cached is not None and cached[0] is f:
-        return cached[1]
+    if ("pg_timeout", "") in f.memo:
+        return f.memo[("pg_timeout", "")]   # type: ignore[return-value]
     found, backend = _pg_timeout_in(f, _INIT_CALLS + ("new_group",))
     if found is None:
         for other in f.local_modules():
@@ -931,9 +912,7 @@ def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
             if found is not None:
                 break
     result = found or (DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout")
-    if len(_PG_TIMEOUTS) > 4096:
-        _PG_TIMEOUTS.clear()
-    _PG_TIMEOUTS[id(f)] = (f, result)
+    f.memo[("pg_timeout", "")] = result
     return result
 
 

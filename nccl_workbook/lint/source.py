@@ -311,6 +311,10 @@ class SourceFacts:
         self._returns_flag: set[str] = set()
         self._stmt_collective: dict[int, Site | None] = {}
         self._waiting: list[tuple[int, int]] | None = None
+        self._adapter_lines: list[tuple[int, int]] | None = None
+        #: results the checks compute once per file (``(check, key) -> value``), kept with the file so that they
+        #: live exactly as long as it does
+        self.memo: dict[tuple[str, str], object] = {}
         self._wraps: list[tuple[ast.AST | None, int]] = []
         #: ids of calls whose result a later save of the same function writes (open_clip's
         #: ``checkpoint_dict = save_checkpoint(...)`` then ``torch.save(checkpoint_dict, path)``)
@@ -849,21 +853,11 @@ class SourceFacts:
     def _under_adapter_test(self, node: ast.AST) -> bool:
         """Is this inside ``if`` a test of LoRA/PEFT/adapters (``if training_args.lora_enable:``)? Then the
         model saved is an adapter of a few MB, not the model."""
-        stmt = next((s for s in self._stmts_holding(node)), None)
-        while stmt is not None and id(stmt) in self.parents:
-            _block, _i, owner = self.parents[id(stmt)]
-            if isinstance(owner, ast.If) and _ADAPTER.search(ast.unparse(owner.test)):
-                return True
-            stmt = owner
-        return False
-
-    def _stmts_holding(self, node: ast.AST) -> Iterator[ast.stmt]:
+        if self._adapter_lines is None:
+            self._adapter_lines = [(n.body[0].lineno, n.end_lineno or n.lineno) for n in ast.walk(self.tree)
+                                   if isinstance(n, ast.If) and _ADAPTER.search(ast.unparse(n.test))]
         line = getattr(node, "lineno", 0)
-        for stmt in ast.walk(self.tree):
-            if isinstance(stmt, ast.stmt) and id(stmt) in self.parents and not hasattr(stmt, "body") \
-                    and stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno) \
-                    and any(n is node for n in ast.walk(stmt)):
-                yield stmt
+        return any(lo <= line <= hi for lo, hi in self._adapter_lines)
 
     def function_long_work(self, name: str) -> Site | None:
         """The first long work a function of this file does (its name may say it: ``evaluate``)."""
@@ -966,7 +960,7 @@ class SourceFacts:
                         return other._elsewhere(other, site)
                 # GPT-SoVITS: `for epoch in ...: train_and_evaluate(...)`: the next pass calls this function again
                 for caller in self.callers_of(owner):
-                    if self._in_loop(caller):
+                    if self.enclosing_loop(caller) is not None:
                         again = self.function_collective(owner.name)
                         if again is not None:
                             return replace(again, label=f"{again.label}, in the next call of {owner.name}()")
@@ -1005,17 +999,17 @@ class SourceFacts:
                     break
         return out
 
-    def _in_loop(self, stmt: ast.AST) -> bool:
-        """Is the statement inside a loop of its own function (or of the module)?"""
+    def enclosing_loop(self, stmt: ast.AST) -> ast.For | ast.AsyncFor | ast.While | None:
+        """The innermost loop around the statement, within its own function (or the module), or None."""
         node = stmt
         while id(node) in self.parents:
             _block, _i, owner = self.parents[id(node)]
             if isinstance(owner, (ast.For, ast.AsyncFor, ast.While)):
-                return True
+                return owner
             if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-                return False
+                return None
             node = owner
-        return False
+        return None
 
     def enclosing_function(self, stmt: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         node = stmt
