@@ -131,7 +131,8 @@ _RESULTS = re.compile(r"eval|metric|(?<![a-z])stats?(?![a-z])|statistic|result|s
 #: a test that the model being trained is an adapter (what it saves is the adapter)
 _ADAPTER = re.compile(r"peft|lora|adapter", re.IGNORECASE)
 #: in a saved literal: what makes it a checkpoint rather than metadata
-_HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buffer|cpu\(|cuda\(|numpy\(", re.IGNORECASE)
+_HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buffer|cpu\(|cuda\(|numpy\(|"
+                    r"\bstates?\b|\bsd\b|ckpt|checkpoint", re.IGNORECASE)
 _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "hyperparameters", "meta", "metadata",
                                "json", "yaml", "yml", "txt", "csv", "manifest", "symlink", "info", "readme"})
 #: a context manager that holds the calling ranks until something happens elsewhere
@@ -707,9 +708,34 @@ class SourceFacts:
         elif recv in self.import_from:
             module, sub, level = self.import_from[recv]
             other = self.project.module(f"{module}.{sub}" if sub else module, here, level)
+        elif recv in ("self", "super()") and name not in self.functions:
+            # a method inherited from a class of another file (fairchem's OCPTrainer(BaseTrainer).save())
+            other = next((base for base in self._base_modules() if name in base.functions), None)
         if other is None or other is self or func not in other.functions:
             return None
         return other, func
+
+    def _base_modules(self) -> list[SourceFacts]:
+        """The files of the project that define a base class of a class of this file."""
+        if ("base_modules", "") not in self.memo:
+            out: list[SourceFacts] = []
+            here = Path(self.path)
+            for node in ast.walk(self.tree):
+                if not isinstance(node, ast.ClassDef) or self.project is None:
+                    continue
+                for base in node.bases:
+                    head = dotted(base).split(".")[0]
+                    if head not in self.import_from:
+                        continue
+                    module, sub, level = self.import_from[head]
+                    if isinstance(base, ast.Name) and module:
+                        other = self.project.module(module, here, level)
+                    else:
+                        other = self.project.module(f"{module}.{sub}" if sub else module, here, level)
+                    if other is not None and other is not self and all(other is not o for o in out):
+                        out.append(other)
+            self.memo[("base_modules", "")] = out
+        return self.memo[("base_modules", "")]   # type: ignore[return-value]
 
     def local_modules(self) -> list[SourceFacts]:
         """The files of the project this file imports (``from lavis.common.dist_utils import ...``,

@@ -752,3 +752,29 @@ def test_the_next_call_of_a_function_and_the_end_of_the_group() -> None:
     assert found(ended.format("")) == [(4, "rank0-long-work-before-collective")]
     assert found(ended.format("accelerator.end_training()\n")) == []
     assert found(ended.format("dist.destroy_process_group()\n")) == []
+
+
+def test_inherited_methods_and_a_state_in_a_saved_dict(tmp_path: Path) -> None:
+    # DPO: `torch.save({'step_idx': step, 'state': state}, path)` writes whatever state it is handed (the full
+    # policy); a dict of counters is metadata
+    write = HEAD + ("def write_state_dict(step, state, path):\n    torch.save({{'step_idx': step, {}}}, path)\n"
+                    "if rank == 0:\n    write_state_dict(step, policy_state, 'p.pt')\ndist.barrier()\n")
+    assert found(write.format("'state': state")) == [(6, "rank0-long-work-before-collective")]
+    assert found(write.format("'epoch': epoch")) == []
+    # fairchem: OCPTrainer(BaseTrainer) calls `self.save()`, a method of its base class in another file that
+    # saves on the master rank only; the others go on to the next step's DDP backward
+    (tmp_path / "base_trainer.py").write_text(
+        "import torch\nimport torch.distributed as dist\nclass BaseTrainer:\n    def save(self, path):\n"
+        "        if dist.get_rank() == 0:\n            torch.save(self.model.state_dict(), path)\n")
+    (tmp_path / "ocp_trainer.py").write_text(
+        "import torch\nfrom base_trainer import BaseTrainer\nclass OCPTrainer(BaseTrainer):\n"
+        "    def train(self, loader):\n        self.model = torch.nn.parallel.DistributedDataParallel(self.net)\n"
+        "        for x in loader:\n            self.model(x).backward()\n            self.save('c.pt')\n")
+    from nccl_workbook.lint import lint_file
+    findings, _ = lint_file(tmp_path / "ocp_trainer.py")
+    assert [(f.line, f.rule.value) for f in findings] == [(8, "rank0-long-work-before-collective")]
+    assert "base_trainer.py:6" in findings[0].message
+    # a base class that saves on every rank makes no one wait
+    (tmp_path / "base_trainer.py").write_text((tmp_path / "base_trainer.py").read_text().replace(
+        "        if dist.get_rank() == 0:\n            torch.save", "        torch.save"))
+    assert lint_file(tmp_path / "ocp_trainer.py")[0] == []
