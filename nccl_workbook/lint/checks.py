@@ -146,6 +146,61 @@ def _exits(block: list[ast.stmt]) -> ast.stmt | None:
     return last if isinstance(last, (ast.Return, ast.Continue, ast.Break)) else None
 
 
+def _main_side(f: SourceFacts, term: ast.AST) -> bool | None:
+    """Does a rank test hold on the main rank (``rank == 0``, ``is_main``, ``local_rank in [-1, 0]``: True)
+    or on the others (``rank != 0``, ``not is_main``: False)? None when it cannot tell."""
+    if isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not):
+        inner = _main_side(f, term.operand)
+        return None if inner is None else not inner
+    if isinstance(term, (ast.Name, ast.Attribute)):
+        return True if f.is_rank_condition(term) else None
+    if isinstance(term, ast.Compare) and len(term.ops) == 1:
+        consts = [_const_of(s) for s in (term.left, *term.comparators)]
+        if isinstance(term.comparators[0], (ast.List, ast.Tuple, ast.Set)):
+            consts += [_const_of(e) for e in term.comparators[0].elts]
+        if 0 not in consts:
+            return None
+        if isinstance(term.ops[0], (ast.Eq, ast.In, ast.LtE)):
+            return True
+        if isinstance(term.ops[0], (ast.NotEq, ast.NotIn, ast.Gt)):
+            return False
+    return None
+
+
+def _const_of(node: ast.AST) -> object:
+    return node.value if isinstance(node, ast.Constant) else ...
+
+
+def _main_leaves_in_a_mode(f: SourceFacts, stmt: ast.stmt) -> ast.Return | None:
+    """``if rank == 0 and args.show_samples: <work>; return`` (docTR's debug and test-only modes): in that
+    mode the main rank leaves the function while the others go on; in the usual run every rank goes on.
+    The ``return``, or None when the ``if`` is not one of these."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and isinstance(stmt.test, ast.BoolOp)
+            and isinstance(stmt.test.op, ast.And)):
+        return None
+    exit_stmt = _exits(stmt.body)
+    if not isinstance(exit_stmt, ast.Return):
+        return None
+    rank_terms = [v for v in stmt.test.values if f.is_rank_condition(v)]
+    if not rank_terms or len(rank_terms) == len(stmt.test.values) \
+            or not all(_main_side(f, v) is True for v in rank_terms):
+        return None
+    return exit_stmt
+
+
+def _first_shared_collective(f: SourceFacts, stmts: list[ast.stmt]) -> Site | None:
+    """The first collective of ``stmts`` outside the ``if``s that run on some ranks only."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.If) and f.is_rank_condition(stmt.test):
+            continue
+        if ends_group(stmt):
+            return None
+        site = f.first_collective(stmt)
+        if site is not None:
+            return site
+    return None
+
+
 #: where settings live: ``args.accum_freq``, ``self.cfg.grad_accum``, ``config.batch_size``
 _SETTINGS_ROOT = re.compile(r"^(args|opt|opts|cfg|config|conf|hparams|params|settings|flags|self\.(args|cfg|config|opt|"
                             r"hparams|params|settings))\b")
@@ -262,6 +317,10 @@ class _RankWalk:
     def block(self, stmts: list[ast.stmt], where: Where | None) -> None:
         for i, stmt in enumerate(stmts):
             self.stmt(stmt, where)
+            leaving = _main_leaves_in_a_mode(self.f, stmt)
+            if leaving is not None:
+                self.main_leaves(stmt, leaving, stmts[i + 1:])
+                continue   # the usual run: every rank goes on
             if isinstance(stmt, ast.If) and not stmt.orelse and self.f.is_rank_condition(stmt.test):
                 exit_stmt = _exits(stmt.body)
                 if isinstance(exit_stmt, (ast.Return, ast.Continue)) and i + 1 < len(stmts):
@@ -303,7 +362,7 @@ class _RankWalk:
                           or _paired_in_enclosing(f, stmt))
                 inner = None if paired else (stmt.lineno, _cond_text(stmt.test), _escapes(f, stmt.test))
                 other = None if paired else (stmt.lineno, _not_text(stmt.test), _escapes(f, stmt.test, negated=True))
-                if where is None and not paired:
+                if where is None and not paired and _main_leaves_in_a_mode(f, stmt) is None:
                     self.region(stmt.body, inner, after=stmt)
                     if stmt.orelse:
                         self.region(stmt.orelse, other, after=stmt)
@@ -465,6 +524,19 @@ class _RankWalk:
                     Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
                     f"`return` when `{_cond_text(stmt.test)}` (a per-rank value) skips {site.label} at line "
                     f"{site.line}, which the other ranks still call"))
+
+    def main_leaves(self, stmt: ast.If, leaving: ast.Return, rest: list[ast.stmt]) -> None:
+        """The main rank returns in a mode the others do not leave in (see :func:`_main_leaves_in_a_mode`),
+        before a collective they go on to: they wait in it for a rank that never comes."""
+        site = _first_shared_collective(self.f, rest)
+        if site is None:
+            return
+        fn = self.f.enclosing_function(stmt)
+        name = f"{fn.name}()" if fn is not None else "the module"
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, leaving.lineno,
+            f"`return` when `{_cond_text(stmt.test)}` (line {stmt.lineno}) leaves {name} on the main rank only, "
+            f"while the other ranks go on to {site.label} at {site.at} and wait there for it until the timeout"))
 
     def break_in_rank_region(self, stmt: ast.Break) -> None:
         """A ``break`` deeper inside a rank-only ``if`` (``if rank == 0: ... if patience_hit: break``):

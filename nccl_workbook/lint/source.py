@@ -867,9 +867,16 @@ class SourceFacts:
                 return None
             if name == "save_pretrained" and self._under_adapter_test(node):
                 return None   # trlx, LLaVA: `if peft_config is not None and is_main: model.save_pretrained()`
-            if name in ("save", "dump") and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)) \
-                    and _small_save_name(dotted(node.args[0]).rsplit(".", 1)[-1]):
-                return None   # Lumina's `torch.save(args, path)`: an argparse namespace, not a checkpoint
+            payload = next((a for a in node.args if not (isinstance(a, ast.Constant) and isinstance(a.value, str))),
+                           None)
+            if {"save", "dump", "upload", "push", "export"} & set(_parts(name)) \
+                    and isinstance(payload, (ast.Name, ast.Attribute)) and _small_save_name(dotted(payload).rsplit(".", 1)[-1]) \
+                    and not _HEAVY.search(name) and not any(   # `push_model_to_hub(cfg)`, `save(cfg, model)`
+                        isinstance(a, (ast.Name, ast.Attribute)) and _HEAVY.search(dotted(a))
+                        for a in [*node.args, *(k.value for k in node.keywords)] if a is not payload):
+                # Lumina's `torch.save(args, path)`: an argparse namespace, not a checkpoint; docTR's ClearML
+                # `task.upload_artifact("config", config)`
+                return None
             if name in ("save", "dump") and node.args and _RESULTS.search(ast.unparse(node.args[0])) \
                     and not _HEAVY.search(ast.unparse(node.args[0])):
                 return None   # DETR's `torch.save(coco_evaluator.coco_eval["bbox"].eval, ...)`: tens of MB of scores

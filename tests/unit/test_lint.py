@@ -778,3 +778,26 @@ def test_inherited_methods_and_a_state_in_a_saved_dict(tmp_path: Path) -> None:
     (tmp_path / "base_trainer.py").write_text((tmp_path / "base_trainer.py").read_text().replace(
         "        if dist.get_rank() == 0:\n            torch.save", "        torch.save"))
     assert lint_file(tmp_path / "ocp_trainer.py")[0] == []
+
+
+def test_the_main_rank_leaving_in_a_mode_of_its_own() -> None:
+    # docTR: `if rank == 0 and args.show_samples: ...; return`: in that mode rank 0 leaves main() while the
+    # others go on to train; in the usual run every rank trains (the rest is not read as the others' only)
+    mode = HEAD + ("def main(args):\n    model = torch.nn.parallel.DistributedDataParallel(net)\n"
+                   "    if {}:\n        plot_samples(next(iter(loader)))\n        return\n"
+                   "    for x in loader:\n        model(x).backward()\n        if rank == 0:\n"
+                   "            evaluate(model)\n")
+    assert found(mode.format("rank == 0 and args.show_samples")) == [
+        (7, "uneven-collective-count"), (11, "rank0-long-work-before-collective")]
+    # the other ranks leaving in a mode (`if rank != 0 and not args.dist_eval: return`) is a guard: what
+    # follows is the main rank's (its own work before the collective is not waited for by anyone there)
+    assert (7, "uneven-collective-count") not in found(mode.format("rank != 0 and args.show_samples"))
+    # a mode flag alone is taken by every rank together
+    assert found(mode.format("args.show_samples")) == [(11, "rank0-long-work-before-collective")]
+    # ClearML's `upload_artifact("config", config)`: the settings, not a checkpoint; a model upload is long
+    step = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n"
+                   "    model(x).backward()\n    if rank == 0:\n        {}\n")
+    assert found(step.format("task.upload_artifact('config', config)")) == []
+    assert found(step.format("task.upload_artifact('model', model.state_dict())")) == [
+        (7, "rank0-long-work-before-collective")]
+    assert found(step.format("policy.push_model_to_hub(cfg)")) == [(7, "rank0-long-work-before-collective")]
