@@ -1,5 +1,5 @@
-"""Test-wide setup for tests/ and notebooks/: an isolated state folder, and a check that nothing
-is left running.
+"""Test-wide setup for tests/ and notebooks/: an isolated state folder and temporary folder, and a
+check that nothing is left running.
 
 Every test file (unit, dist) and every nbval notebook is followed by a check that no ipyparallel
 controller or engine, and no reaper, started under this session's state folder is still alive. A
@@ -18,6 +18,12 @@ import pytest
 
 _HOME = tempfile.mkdtemp(prefix="nccl-workbook-tests-")
 os.environ["NCCL_WORKBOOK_HOME"] = _HOME  # engines, kernels inherit it; removed when the session ends
+# one temporary folder for everything the session starts, removed when it ends: a rank or engine a test
+# kills on purpose cannot remove its own (multiprocessing's pymp-*, torchrun's torchelastic_*, torch's
+# shared-memory folders), and would otherwise leave them in /tmp at every run
+_TMP = tempfile.mkdtemp(prefix="nccl-workbook-tmp-")
+os.environ["TMPDIR"] = _TMP
+tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from nccl_workbook.cluster import SHARED_ENV, RankCluster  # noqa: E402
@@ -54,3 +60,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         except Exception:  # noqa: BLE001
             pass
     shutil.rmtree(_HOME, ignore_errors=True)
+    shutil.rmtree(_TMP, ignore_errors=True)

@@ -23,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,10 +102,14 @@ class TorchrunJob:
         self.job_id = uuid.uuid4().hex[:12]
         self.command = list(command)
         self.deadline_s = deadline_s
-        full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {}),
-                    MARKER_ENV: self.job_id}
-        fd, log = tempfile.mkstemp(prefix="torchrun-job-", suffix=".log")
-        self.log_path = Path(log)
+        # the job's own temporary folder, removed by close(): its output, and TMPDIR for everything it
+        # starts, so what a killed rank cannot clean up (torchrun's torchelastic_*, multiprocessing's
+        # pymp-*, torch's shared-memory folders) goes with it
+        self.tmp_dir = Path(tempfile.mkdtemp(prefix="torchrun-job-"))
+        full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TMPDIR": str(self.tmp_dir),
+                    **(env or {}), MARKER_ENV: self.job_id}
+        self.log_path = self.tmp_dir / "output.log"
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         # `timeout` signals its whole process group at the deadline (torchrun then stops its ranks),
         # and SIGKILLs it 5 s later if that did not end it
         self.proc = subprocess.Popen(
@@ -200,8 +205,9 @@ class TorchrunJob:
             pass
 
     def close(self) -> None:
+        """Kill the job (see kill()) and remove its temporary folder."""
         self.kill()
-        self.log_path.unlink(missing_ok=True)
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
 
 @contextmanager

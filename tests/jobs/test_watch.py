@@ -28,7 +28,7 @@ def _watch(tmp_path: Path, *script_args: str, deadline_s: float = 90, extra: tup
     try:
         result = job.wait(deadline_s + 15)
     finally:
-        job.kill()
+        job.close()
     assert not result.timed_out, result.output[-3000:]
     return json.loads(out.read_text()), result.output, result.returncode
 
@@ -99,7 +99,7 @@ def test_sigterm_to_watch_stops_the_job(tmp_path: Path) -> None:
         os.kill(watch_pid, signal.SIGTERM)
         result = job.wait(40)
     finally:
-        job.kill()
+        job.close()
     assert not result.timed_out and time.monotonic() - t0 < 30, result.output[-2000:]
     report = json.loads(out.read_text())
     assert report["stalls"][0]["culprit_ranks"] == [1] and not report["stalls"][0]["resolved"]
@@ -135,7 +135,7 @@ def test_fsdp2_and_checkpoint_collectives_are_seen(tmp_path: Path) -> None:
     try:
         result = job.wait(100)
     finally:
-        job.kill()
+        job.close()
     assert result.returncode == 0, result.output[-2000:]
     rows = list(csv.DictReader((out / "trace.csv").open()))
     ops = Counter(r["name"] for r in rows if r["kind"] == "collective" and r["rank"] == "0")

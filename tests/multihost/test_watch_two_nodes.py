@@ -40,7 +40,7 @@ def test_watch_names_a_late_rank_on_the_other_node(hosts: TwoHosts, tmp_path: Pa
     try:
         result = job.wait(170)
     finally:
-        job.kill()
+        job.close()
         kill_marked(job.job_id)
     assert not result.timed_out and report_path.exists(), result.output[-4000:]
     report = json.loads(report_path.read_text())

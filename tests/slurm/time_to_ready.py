@@ -6,13 +6,17 @@ real single-node Slurm started (tests/slurm/daemons.py), interleaved on the same
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
 import statistics
 import sys
 import tempfile
 
-os.environ.setdefault("NCCL_WORKBOOK_HOME", tempfile.mkdtemp(prefix="nwb-time-to-ready-"))
+if "NCCL_WORKBOOK_HOME" not in os.environ:  # a state folder of its own, removed at exit
+    os.environ["NCCL_WORKBOOK_HOME"] = tempfile.mkdtemp(prefix="nwb-time-to-ready-")
+    atexit.register(shutil.rmtree, os.environ["NCCL_WORKBOOK_HOME"], ignore_errors=True)
 
 from nccl_workbook.cluster import RankCluster  # noqa: E402
 from nccl_workbook.launchers import SlurmEngines  # noqa: E402
