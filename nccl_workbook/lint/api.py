@@ -67,6 +67,8 @@ class LintReport:
     findings: tuple[LintFinding, ...] = ()
     errors: tuple[LintError, ...] = ()
     files_checked: int = 0
+    #: of the files checked, those not named but imported by a named file
+    files_imported: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -91,6 +93,7 @@ class LintReport:
             lines.append(f"{e.path}: error: {e.error}")
         n = len(self.findings)
         lines.append(f"{n} hazard{'s' if n != 1 else ''} in {self.files_checked} file{'s' if self.files_checked != 1 else ''}"
+                     + (f" ({self.files_imported} imported by the files named)" if self.files_imported else "")
                      + (f", {len(self.errors)} not checked" if self.errors else ""))
         return "\n".join(lines)
 
@@ -122,8 +125,13 @@ def lint_source(text: str, path: str = "<string>", project: Project | None = Non
         facts = SourceFacts.parse(text, path)
     seen: set[tuple[int, Rule]] = set()
     out: list[LintFinding] = []
+    # a file checked as an import of a script: rank-0 work whose waiting is in the script is reported at the
+    # call there (``utils.save_model()`` at main.py:443), not twice
+    imported_only = project is not None and not project.named(Path(path))
     for check in CHECKS:
         for raw in check(facts):
+            if raw.across and imported_only:
+                continue
             if (raw.line, raw.rule) not in seen:
                 seen.add((raw.line, raw.rule))
                 out.append(_finish(raw, path))
@@ -156,9 +164,14 @@ def python_files(path: Path) -> list[Path]:
     return out
 
 
-def lint_paths(paths: Iterable[str | os.PathLike[str]]) -> LintReport:
+def lint_paths(paths: Iterable[str | os.PathLike[str]], *, imports: bool = True) -> LintReport:
     """Files and folders (their ``.py`` files) -> one report. Missing paths and files that do not parse
-    are reported as errors; every other file is still checked."""
+    are reported as errors; every other file is still checked.
+
+    ``imports``: also report the hazards of the local files the named files import (``engine.py``,
+    ``utils.py`` beside or above a script, not installed packages), one level deep: a script's training
+    loop or checkpoint helper often lives there. With ``imports=False`` they are read for their functions
+    only (a pre-commit hook that checks the changed files alone)."""
     findings: list[LintFinding] = []
     errors: list[LintError] = []
     checked = 0
@@ -173,6 +186,20 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]]) -> LintReport:
             errors.append(LintError(str(raw_path), "no such file or folder"))
     # one project: a call from one file into another is followed, and so is what follows a call
     project = Project(files)
+    imported = 0
+    if imports:
+        named = {f.resolve() for f in files}
+        extra: list[Path] = []
+        for file in list(files):
+            facts = project.facts(file)
+            for module in facts.local_modules() if facts is not None else []:
+                path = Path(module.path)
+                if path.resolve() not in named:
+                    named.add(path.resolve())
+                    extra.append(path)
+        project.include(extra)
+        files = files + extra
+        imported = len(extra)
     for file in files:
         found, error = lint_file(file, project)
         if error is not None:
@@ -180,4 +207,4 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]]) -> LintReport:
         else:
             checked += 1
             findings.extend(found)
-    return LintReport(findings=tuple(findings), errors=tuple(errors), files_checked=checked)
+    return LintReport(findings=tuple(findings), errors=tuple(errors), files_checked=checked, files_imported=imported)

@@ -87,6 +87,9 @@ class RawFinding:
     why: str = ""
     #: the fix for this occurrence, when the rule's does not fit it, or ``""``
     fix: str = ""
+    #: the others wait in a collective of another file (reached through this function's callers there): a
+    #: file checked only as an import of a script leaves it to the finding at the call, in the script
+    across: bool = False
 
 
 # -- rank branches ------------------------------------------------------------------------------------------
@@ -188,6 +191,21 @@ def _main_leaves_in_a_mode(f: SourceFacts, stmt: ast.stmt) -> ast.Return | None:
     return exit_stmt
 
 
+def _takes_turns(f: SourceFacts, stmt: ast.If) -> bool:
+    """``for pi in range(n): if pi == accelerator.local_process_index: <load>; wait_for_everyone()``
+    (sd-scripts): every rank does the work in its turn, and each wait is one rank's turn, by design."""
+    loop = f.enclosing_loop(stmt)
+    if loop is None or not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.target, ast.Name):
+        return False
+    var = loop.target.id
+    for n in ast.walk(stmt.test):
+        if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], ast.Eq):
+            sides = (n.left, n.comparators[0])
+            if any(isinstance(a, ast.Name) and a.id == var and f.is_rank_value(b) for a, b in (sides, sides[::-1])):
+                return True
+    return False
+
+
 def _first_shared_collective(f: SourceFacts, stmts: list[ast.stmt]) -> Site | None:
     """The first collective of ``stmts`` outside the ``if``s that run on some ranks only."""
     for stmt in stmts:
@@ -286,14 +304,24 @@ def _none_for_a_shared_reason(f: SourceFacts, stmt: ast.If) -> bool:
     return True
 
 
+def _without_shared(text: str) -> str:
+    """A test's text without the terms that are the same on every rank."""
+    # whether a parameter has a gradient follows the model's graph, the same on every rank (modded-nanogpt's
+    # `if param.grad is None: continue` before a reduce per parameter)
+    text = re.sub(r"[\w.\[\]]*\.grad\s+is\s+(not\s+)?None", "", text)
+    # the norm of the gradients DDP has averaged (`clip_grad_norm_`'s result), a step or batch counter
+    # (`batch_idx == 0`), a file or a name handed in: the same on every rank (WeNet, CosyVoice, fairchem)
+    text = re.sub(r"[\w.]*is(nan|inf|finite)\(\s*[\w.]*(grad_norm|total_norm)\w*\s*\)|[\w.]*(grad_norm|total_norm)\w*",
+                  "", text)
+    return re.sub(r"[\w.\[\]'\"]*(_idx|_index|_id|_step|_iter|_file|_path|_dir|_name)\b['\"]?\]?", "", text)
+
+
 def _is_data_condition(test: ast.AST) -> bool:
     if _count_against_setting(test):
         return False
     # ``x.item()`` reads a tensor's value: the method name is no data name (``signal.item() == 0``)
     text = re.sub(r"\.item\(\)", "", ast.unparse(test))
-    # whether a parameter has a gradient follows the model's graph, the same on every rank (modded-nanogpt's
-    # `if param.grad is None: continue` before a reduce per parameter)
-    text = re.sub(r"[\w.\[\]]*\.grad\s+is\s+(not\s+)?None", "", text)
+    text = _without_shared(text)
     return bool(_NAN.search(text)) or (bool(_DATA_NAME.search(text)) and bool(_EMPTY_TEST.search(text)))
 
 
@@ -362,7 +390,7 @@ class _RankWalk:
                           or _paired_in_enclosing(f, stmt))
                 inner = None if paired else (stmt.lineno, _cond_text(stmt.test), _escapes(f, stmt.test))
                 other = None if paired else (stmt.lineno, _not_text(stmt.test), _escapes(f, stmt.test, negated=True))
-                if where is None and not paired and _main_leaves_in_a_mode(f, stmt) is None:
+                if where is None and not paired and _main_leaves_in_a_mode(f, stmt) is None and not _takes_turns(f, stmt):
                     self.region(stmt.body, inner, after=stmt)
                     if stmt.orelse:
                         self.region(stmt.orelse, other, after=stmt)
@@ -370,7 +398,8 @@ class _RankWalk:
                 self.block(stmt.orelse, where or other)
             else:
                 text = ast.unparse(stmt.test)
-                if where is None and _DATA_NAME.search(text) and _LOCAL_COUNT_TEST.search(text):
+                kept = _without_shared(text)
+                if where is None and _DATA_NAME.search(kept) and _LOCAL_COUNT_TEST.search(kept):
                     self.data_branch(stmt)
                 # `if not fsdp_eval and not is_rank0: return`, then `if fsdp_eval:`: every rank is here
                 self.block(stmt.body, None if where is not None and text in where[2] else where)
@@ -452,7 +481,7 @@ class _RankWalk:
             Rule.RANK0_LONG_WORK, work.line,
             f"{work.label} runs only {only}, while the other ranks go on to "
             f"{nxt.label} at {nxt.at}",
-            scenario="slow-metrics-on-rank0" if work.kind == "logging" else ""))
+            scenario="slow-metrics-on-rank0" if work.kind == "logging" else "", across=bool(nxt.path)))
 
     def rank_work_elsewhere(self, stmt: ast.Expr | ast.Assign, recv: str, name: str) -> None:
         """Every rank calls a function of another file of the project that ends in long work on some ranks
@@ -462,7 +491,8 @@ class _RankWalk:
         stands for it.)"""
         f = self.f
         ext = f.external(recv, name)
-        if ext is None or f.project is None or f.project.given(Path(ext[0].path)) or self.budgeted:
+        inherited = recv in ("self", "super()")   # no caller of the other file is found through `self.`
+        if ext is None or f.project is None or f.project.named(Path(ext[0].path)) and not inherited or self.budgeted:
             return
         inner = _rank_work_in(*ext)
         if inner is None:
@@ -507,8 +537,9 @@ class _RankWalk:
         rank_cond = f.is_rank_condition(stmt.test)
         data_cond = not rank_cond and (_is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
                                        or isinstance(exit_stmt, ast.Break) and _per_rank_statistic(f, stmt) is not None)
-        if isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or \
-                isinstance(exit_stmt, ast.Continue) and data_cond:
+        if (isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or
+                isinstance(exit_stmt, ast.Continue) and data_cond) and not _under_join(f, stmt):
+            # (DDP's join() shadows the collectives of the ranks that run fewer passes)
             loop = f.enclosing_loop(stmt)
             site = _collective_beside(f, loop, exit_stmt) if loop is not None else None
             if site is not None and loop is not None:
@@ -741,6 +772,15 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site]
     where = Path(f.path).name
     found: tuple[str, Site] | None = None
     for fn in f.functions.get(name, []):
+        # a guard (`if rank != 0: return`, icefall's checkpoint helpers), then the work, with no collective
+        for i, stmt in enumerate(fn.body):
+            if isinstance(stmt, ast.If) and not stmt.orelse and isinstance(_exits(stmt.body), ast.Return) \
+                    and f.is_rank_condition(stmt.test) and f.first_collective(fn.body[i + 1:]) is None:
+                work = f.first_long_work(fn.body[i + 1:])
+                if work is not None:
+                    found = (f"where `{_not_text(stmt.test)}` ({where}:{stmt.lineno}) holds",
+                             replace(work, path=work.path or where))
+                break
         for node in walk_local(fn):
             if found is not None:
                 break
@@ -805,7 +845,37 @@ def _under_join(f: SourceFacts, stmt: ast.AST) -> bool:
         _b, _i, owner = f.parents[id(node)]
         if isinstance(owner, (ast.With, ast.AsyncWith)) and "join" in ast.unparse(owner.items[0]).lower():
             return True
+        if isinstance(owner, (ast.With, ast.AsyncWith)) and _chosen_join(f, owner):
+            return True
         node = owner
+    return False
+
+
+def _chosen_join(f: SourceFacts, with_stmt: ast.With | ast.AsyncWith) -> bool:
+    """``with model_context():`` where the function set ``model_context = model.join`` (WeNet's executor,
+    ``nullcontext`` for the engines that join otherwise)."""
+    item = with_stmt.items[0].context_expr
+    if not (isinstance(item, ast.Call) and isinstance(item.func, ast.Name)):
+        return False
+    scope = f.enclosing_function(with_stmt) or f.tree
+    return any(isinstance(n, ast.Assign) and any(dotted(t) == item.func.id for t in n.targets)
+               and dotted(n.value).endswith(".join") for n in walk_local(scope))
+
+
+def _capped_by_index(loop: ast.For | ast.AsyncFor, line: int) -> bool:
+    """Is the collective at ``line`` under a test that the pass's index is below a bound (nnU-Net's
+    ``if i < last_barrier_at_idx and (i + 1) % 20 == 0: dist.barrier()``, the bound being the smallest
+    share's length)? Then every rank calls it the same number of times."""
+    if not (isinstance(loop.target, ast.Tuple) and loop.target.elts and isinstance(loop.target.elts[0], ast.Name)
+            and isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "enumerate"):
+        return False
+    index = loop.target.elts[0].id
+    for node in ast.walk(loop):
+        if isinstance(node, ast.If) and node.body and node.body[0].lineno <= line <= (node.end_lineno or node.lineno):
+            for cmp in ast.walk(node.test):
+                if isinstance(cmp, ast.Compare) and isinstance(cmp.left, ast.Name) and cmp.left.id == index \
+                        and len(cmp.ops) == 1 and isinstance(cmp.ops[0], (ast.Lt, ast.LtE)):
+                    return True
     return False
 
 
@@ -825,7 +895,7 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
         if not shard and not direct:
             continue
         site = f.first_collective(node.body)
-        if site is None or _under_join(f, node):
+        if site is None or _under_join(f, node) or _capped_by_index(node, site.line):
             continue
         what = shard[0].split(":")[-1] if shard else _cond_text(node.iter)
         out.append(RawFinding(
@@ -844,6 +914,17 @@ def _handler_names(handler: ast.ExceptHandler) -> list[str]:
     return [dotted(t).rsplit(".", 1)[-1] for t in types]
 
 
+_PROBE_FLAG = re.compile(r"support|available|enabled|works", re.IGNORECASE)
+
+
+def _probe(node: ast.Try) -> bool:
+    """A try that asks whether the backend has a collective at all (DLRM: ``dist.all_to_all_single(t, t)`` on a
+    dummy tensor, then ``alltoall_supported = True``): an unsupported collective fails on every rank alike,
+    before any message is sent."""
+    return any(isinstance(s, ast.Assign) and _const_of(s.value) is True
+               and any(_PROBE_FLAG.search(n) for t in s.targets for n in target_names(t)) for s in node.body)
+
+
 def check_exceptions(f: SourceFacts) -> list[RawFinding]:
     """``exception-on-one-rank``: a handler around a collective or a training step that lets the rank go on."""
     out: list[RawFinding] = []
@@ -856,7 +937,9 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                 if isinstance(sub, ast.Call) and _STEP_CALL.search(call_name(sub)[1]):
                     site = Site(sub.lineno, f"{call_name(sub)[1]}()")
                     break
-        if site is None:
+        if site is None or _probe(node) or "monitored_barrier" in site.label:
+            # monitored_barrier raises on every rank when one is missing (WeNet's and CosyVoice's join): catching
+            # it is how they all learn it
             continue
         for handler in node.handlers:
             if all(n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in _handler_names(handler)):

@@ -4,8 +4,9 @@ A training script rarely holds its whole loop: ``from engine import train_one_ep
 ``utils.save_on_master(...)``, ``from open_clip_train.train import evaluate``. :class:`Project` finds
 the file a local import names (among the files being linted first, then beside and above the importing
 file on disk), parses it once, and hands its :class:`~nccl_workbook.lint.source.SourceFacts` to the
-file that imports it. Those files are read for their functions only: their own findings are reported
-only when they were named on the command line.
+file that imports it. Their own findings are reported when they were named on the command line, or
+imported by a file that was (``lint_paths(..., imports=True)``, the command's default: the loop of a
+script's job is often in ``engine.py``); otherwise they are read for their functions only.
 
 Installed packages are never read (``torch``, ``accelerate``, anything under ``site-packages``): what
 a library does is known by name in :mod:`nccl_workbook.lint.source`, and reading it would be slow.
@@ -38,6 +39,7 @@ class Project:
 
     def __init__(self, files: list[Path]) -> None:
         self._given = [f.resolve() for f in files]
+        self._named = set(self._given)
         self._facts: dict[Path, SourceFacts | None] = {}
         self._module_cache: dict[tuple[str, Path], Path | None] = {}
         self._callers: dict[tuple[int, str], list[tuple[SourceFacts, ast.stmt]]] = {}
@@ -65,13 +67,28 @@ class Project:
         self._facts[key] = facts
         return facts
 
+    def include(self, paths: list[Path]) -> None:
+        """Report the findings of these files too (the local files a script imports, see
+        :func:`~nccl_workbook.lint.api.lint_paths`)."""
+        for path in paths:
+            if path.resolve() not in self._given:
+                self._given.append(path.resolve())
+        self._module_cache.clear()
+        self._callers.clear()
+        self._resolved_imports = None
+
     def any_data_parallel(self) -> bool:
         """Does a file named on the command line wrap a model for data parallelism (DDP, FSDP, ...)?"""
         return any(f is not None and f.data_parallel for f in (self.facts(p) for p in self._given))
 
     def given(self, path: Path) -> bool:
-        """Was this file named on the command line (its own findings are reported)?"""
+        """Was this file named on the command line, or included as an import of one (its own findings
+        are reported)?"""
         return path.resolve() in self._given
+
+    def named(self, path: Path) -> bool:
+        """Was this file named on the command line (not only imported by one)?"""
+        return path.resolve() in self._named
 
     def callers(self, facts: SourceFacts, name: str) -> list[tuple[SourceFacts, ast.stmt]]:
         """The statements of the other files named on the command line that call ``name`` of ``facts``

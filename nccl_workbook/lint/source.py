@@ -208,11 +208,38 @@ def _light(site: Site) -> bool:
     return site.kind == "logging" or bool(_PLOT_PARTS & parts) and not (LONG_PARTS - _PLOT_PARTS) & parts
 
 
+#: an iterable that loads data as it is walked (walking it is the work, whatever the body does)
+_PIPELINE = re.compile(r"loader|dataset|dataloader|iterator|stream", re.IGNORECASE)
+_LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add", "pop", "format", "join", "len",
+                          "range", "str", "int", "float", "repr", "enumerate", "zip", "isinstance", "getattr",
+                          "setattr", "sorted", "min", "max", "sum", "abs", "round", "exists", "isfile", "isdir",
+                          "basename", "dirname", "split", "strip", "replace", "startswith", "endswith", "lower",
+                          "upper", "write", "info", "debug", "warning", "warn", "error", "item", "tolist"})
+
+
+def _light_call(call: ast.Call) -> bool:
+    """A call that takes no time worth counting: a print or log line, a constructor, list and string methods."""
+    recv, name = call_name(call)
+    return name in _LIGHT_CALLS or name[:1].isupper() or _log_line_name(name) or _writes_a_figure(call) \
+        or bool(re.search(r"(^|\.)(log|logger|logging|pbar|tqdm|os\.path|sys\.stdout)$", recv))
+
+
+_FIGURE = (".pdf", ".png", ".jpg", ".jpeg", ".svg", ".gif")
+
+
+def _writes_a_figure(call: ast.Call) -> bool:
+    """A save whose file name (a literal among its arguments) is an image or a PDF."""
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower().endswith(_FIGURE)
+               for a in [*call.args, *(k.value for k in call.keywords)] for n in ast.walk(a))
+
+
 def _lookup_name(name: str) -> bool:
-    """``get_latest_checkpoint``, ``find_last_ckpt``, ``is_eval_step``: a name that says it looks something
-    up or answers a question, however much its object is long work to make."""
+    """``get_latest_checkpoint``, ``find_last_ckpt``, ``is_eval_step``, ``remove_old_checkpoints``: a name that
+    says it looks something up, answers a question or deletes, however much its object is long work to make."""
     return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_")) \
-        or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"])   # generate_run_id
+        or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"]) \
+        or _parts(name)[:1] in (["clean"], ["cleanup"], ["remove"], ["delete"], ["rm"], ["prune"], ["purge"],
+                                ["rotate"])   # open-instruct's clean_last_n_checkpoints: an rmtree of old ones
 
 
 def _small_save_name(name: str) -> bool:
@@ -820,6 +847,10 @@ class SourceFacts:
                     node.iter.func.attr in ("items", "keys", "values"):
                 return None   # the entries of a dict (``val_loss.items()``): a loop inside walks data, if any
             if LOOP_DATA.search(text):
+                if not _PIPELINE.search(text) and all(_light_call(c) for s in node.body for c in walk_local(s)
+                                                      if isinstance(c, ast.Call)):
+                    return None   # minimind's `for i in range(len(prompts)): Logger(prompts[i])`; BigVGAN's
+                    # loop that builds a DataLoader per validation file list
                 return Site(node.lineno, f"a loop over {text[:40]}")
             return None
         if not isinstance(node, ast.Call):
@@ -865,6 +896,8 @@ class SourceFacts:
         if LONG_PARTS.intersection(_parts(name)):
             if _small_literal(node.args[0] if node.args else None) or _small_save_name(name):
                 return None
+            if "save" in _parts(name) and _writes_a_figure(node):
+                return None   # nnU-Net's `g.save(join(folder, "network_architecture.pdf"))`: one drawing
             if name == "save_pretrained" and self._under_adapter_test(node):
                 return None   # trlx, LLaVA: `if peft_config is not None and is_main: model.save_pretrained()`
             payload = next((a for a in node.args if not (isinstance(a, ast.Constant) and isinstance(a.value, str))),

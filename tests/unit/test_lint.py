@@ -479,13 +479,21 @@ def test_calls_into_the_other_files_of_the_project_are_followed(tmp_path: Path) 
         if dist.get_rank() == 0:
             engine.sync()
         """))
-    # the file alone, its imports read beside it: the save before the next epoch's backward (in
-    # engine.py) and the barrier reached through `engine.sync()` under a rank test
-    report = lint_paths([main])
-    assert [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.findings] == [
-        ("train.py", 8, "rank0-long-work-before-collective"), ("train.py", 12, "collective-in-rank-branch")]
-    assert "engine.py:12" in report.findings[1].message
+    # the file alone, its imports read beside it but not reported (--no-imports): the save before the next
+    # epoch's backward (in engine.py), evaluate(), which returns on the ranks other than 0 and walks the
+    # loader on rank 0 before `engine.sync()`, and the barrier reached through `engine.sync()` under a rank test
+    expected = [("train.py", 8, "rank0-long-work-before-collective"), ("train.py", 9, "rank0-long-work-before-collective"),
+                ("train.py", 12, "collective-in-rank-branch")]
+    report = lint_paths([main], imports=False)
+    assert [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.findings] == expected
+    assert "engine.py:12" in report.findings[2].message and "`rank == 0` (engine.py:7)" in report.findings[1].message
     assert report.errors == () and report.files_checked == 1     # engine.py was read, not reported
+    # by default the local files it imports are checked too (utils.py is not imported); evaluate()'s work is
+    # reported once, at its call, where the others' wait is
+    report = lint_paths([main])
+    assert [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.findings] == expected
+    assert (report.files_checked, report.files_imported) == (3, 2)   # engine.py, pkg/__init__.py
+    assert "(2 imported by the files named)" in report.render_text()
     # the whole folder: engine.py's rank-0 evaluation is followed back to its caller, whose next
     # collective (the barrier after it) the other ranks wait in
     report = lint_paths([tmp_path / "proj"])
@@ -801,3 +809,34 @@ def test_the_main_rank_leaving_in_a_mode_of_its_own() -> None:
     assert found(step.format("task.upload_artifact('model', model.state_dict())")) == [
         (7, "rank0-long-work-before-collective")]
     assert found(step.format("policy.push_model_to_hub(cfg)")) == [(7, "rank0-long-work-before-collective")]
+
+
+def test_the_files_a_script_imports_are_checked_with_it(tmp_path: Path) -> None:
+    # SwinUNETR: main.py calls trainer.run_training, whose loop saves on rank 0 before the next epoch's
+    # barrier, all in trainer.py: found when main.py is linted, unless --no-imports
+    (tmp_path / "trainer.py").write_text(
+        "import torch\ndef run_training(model, loader, args):\n    for epoch in range(9):\n"
+        "        torch.distributed.barrier()\n        for x in loader:\n            model(x)\n"
+        "        if args.rank == 0:\n            torch.save(model.state_dict(), 'model.pt')\n")
+    (tmp_path / "main.py").write_text("from trainer import run_training\nrun_training(model, loader, args)\n")
+    from nccl_workbook.lint import lint_paths
+    report = lint_paths([tmp_path / "main.py"])
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in report.findings] == [
+        ("trainer.py", 8, "rank0-long-work-before-collective")]
+    assert lint_paths([tmp_path / "main.py"], imports=False).findings == ()
+    assert main(["lint", "--no-imports", str(tmp_path / "main.py")]) == 0
+    # icefall: a helper that returns on the other ranks (`if rank != 0: return`) and then saves, called in
+    # the loop before the next batch's backward: reported at the call
+    (tmp_path / "checkpoint.py").write_text(
+        "import torch\ndef save_checkpoint(model, rank):\n    if rank != 0:\n        return\n"
+        "    torch.save(model.state_dict(), 'c.pt')\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom checkpoint import save_checkpoint\n"
+        "model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n    model(x).backward()\n"
+        "    save_checkpoint(model, rank)\n")
+    findings = lint_paths([tmp_path / "train.py"]).findings
+    assert [(Path(f.path).name, f.line) for f in findings] == [("train.py", 6)]
+    assert "`rank == 0` (checkpoint.py:3)" in findings[0].message
+    # a guard that every rank passes (a setting) is no rank test
+    (tmp_path / "checkpoint.py").write_text((tmp_path / "checkpoint.py").read_text().replace("rank != 0", "args.dry_run"))
+    assert lint_paths([tmp_path / "train.py"]).findings == ()

@@ -74,27 +74,38 @@ class Outcome:
     stale_false: list[tuple[str, int]]
 
 
+def _key(c: dict, rule: str, line: int) -> tuple[str, int]:
+    """A finding of the case's own file is (rule, line); one of a file of its project, which the lint
+    reports as an import of the script, is ("rule in repo/path.py", line)."""
+    return (rule, line) if not c.get("context_for") else (f"{rule} in {c['path']}", line)
+
+
 def evaluate(case: dict, path: Path) -> Outcome:
     """Lint a case's file on its own or, when it names a ``project`` (the other files of its repository
     that it imports, kept as cases marked ``context_for``), laid out with them at their repository paths,
     as a user linting their checkout would have it."""
-    from nccl_workbook.lint import lint_file, lint_source
+    from nccl_workbook.lint import lint_paths, lint_source
 
+    files = [case]
     if case.get("project"):
         by_name = {c["file"]: c for c in load_cases()}
+        files += [by_name[name] for name in case["project"]]
         with tempfile.TemporaryDirectory() as tmp:
-            for c in [case, *(by_name[name] for name in case["project"])]:
+            where: dict[Path, dict] = {}
+            for c in files:
                 dest = Path(tmp, c["path"])
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes((path.parent / c["file"]).read_bytes())
-            findings, error = lint_file(Path(tmp, case["path"]))
-            assert error is None, error
+                where[dest.resolve()] = c
+            # as `nccl-workbook lint SCRIPT` runs: the local files it imports are reported too
+            report = lint_paths([Path(tmp, case["path"])])
+            assert not report.errors, report.errors
+            found = [_key(where[Path(f.path).resolve()], f.rule.value, f.line) for f in report.findings]
     else:
-        findings = lint_source(path.read_text(errors="replace"), str(path))
-    found = [(f.rule.value, f.line) for f in findings]
-    wanted = [tuple(x) for x in case["expect"]]
-    known = {tuple(x) for x in case.get("false", []) + case.get("false_later", [])}
-    allowed = set(wanted) | {tuple(x) for x in case["also"]} | known
+        found = [(f.rule.value, f.line) for f in lint_source(path.read_text(errors="replace"), str(path))]
+    wanted = [_key(c, *x) for c in files for x in c["expect"]]
+    known = {_key(c, *x) for c in files for x in c.get("false", []) + c.get("false_later", [])}
+    allowed = set(wanted) | {_key(c, *x) for c in files for x in c["also"]} | known
     return Outcome(case, found, [w for w in wanted if w not in found], [f for f in found if f not in allowed],
                    [f for f in found if f in known], sorted(k for k in known if k not in found))
 
