@@ -840,3 +840,54 @@ def test_the_files_a_script_imports_are_checked_with_it(tmp_path: Path) -> None:
     # a guard that every rank passes (a setting) is no rank test
     (tmp_path / "checkpoint.py").write_text((tmp_path / "checkpoint.py").read_text().replace("rank != 0", "args.dry_run"))
     assert lint_paths([tmp_path / "train.py"]).findings == ()
+
+
+def test_held_out_rounds_nine_and_ten_idioms() -> None:
+    step = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n"
+                   "    model(x).backward()\n    if rank == 0:\n{}\n")
+    long_ = [(7, "rank0-long-work-before-collective")]
+    # a loop that only logs (minimind's debug samples) or builds loaders (BigVGAN) is short; one that runs the
+    # model over them is not
+    assert found(step.format("        for i in range(len(prompts)):\n            Logger(prompts[i])")) == []
+    assert found(step.format("        for f in val_filelists:\n            loaders.append(DataLoader(MelDataset(f)))")) == []
+    assert found(step.format("        for i in range(len(prompts)):\n            outs.append(model.generate(prompts[i]))")) \
+        == long_
+    assert found(step.format("        for batch in val_loader:\n            print(batch)")) == long_   # loading is the work
+    # deleting old checkpoints (open-instruct), a drawing saved as a PDF or PNG (nnU-Net, U-ViT): short
+    for call in ("clean_last_n_checkpoints(args.output_dir, 3)", "g.save(join(out, 'network_architecture.pdf'))",
+                 "save_image(grid, os.path.join(path, f'{step}.png'))"):
+        assert found(step.format(f"        {call}")) == [], call
+    assert found(step.format("        save_checkpoint(model, os.path.join(out, 'last.ckpt'))")) == long_
+    # sd-scripts: each rank loads in its turn, then all wait; the wait is one turn by design
+    turns = HEAD + ("for pi in range(world_size):\n    if pi == accelerator.local_process_index:\n"
+                    "        model = load_checkpoint(path)\n    accelerator.wait_for_everyone()\n")
+    assert found(turns) == []
+    assert found(turns.replace("pi == accelerator.local_process_index", "accelerator.local_process_index == 0")) == [
+        (5, "rank0-long-work-before-collective")]
+    # a norm of gradients DDP has averaged is the same on every rank (WeNet, CosyVoice); a loss is this rank's
+    norm = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n"
+                   "    loss = model(x)\n    loss.backward()\n    {} = clip_grad_norm_(model.parameters(), 1.0)\n"
+                   "    if torch.isfinite({}):\n        dist.all_reduce(t)\n")
+    assert found(norm.format("grad_norm", "grad_norm")) == []
+    assert found(norm.format("grad_norm", "loss")) == [(9, "uneven-collective-count")]
+    # a counter or a setting tested before leaving is the same on every rank (WeNet's batch_idx, fairchem's
+    # results_file); an empty batch is not
+    leave = HEAD + "def f(batch, batch_idx, results_file):\n    if {}:\n        return\n    dist.barrier()\n"
+    assert found(leave.format("batch_idx == 0")) == []
+    assert found(leave.format("results_file is None")) == []
+    assert found(leave.format("len(batch) == 0")) == [(5, "uneven-collective-count")]
+    # monitored_barrier raises on every rank when one is missing (WeNet's join); a barrier's error is this rank's
+    caught = HEAD + "try:\n    dist.{}(group, timeout=t)\nexcept RuntimeError:\n    pass\n"
+    assert found(caught.format("monitored_barrier")) == []
+    assert found(caught.format("barrier")) == [(5, "exception-on-one-rank")]
+    # DLRM asks the backend whether it has all_to_all: an unsupported collective fails on every rank alike
+    probe = HEAD + ("try:\n    dist.all_to_all_single(t, t)\n    {} = True\nexcept RuntimeError:\n"
+                    "    print('no all_to_all')\n")
+    assert found(probe.format("alltoall_supported")) == []
+    assert found(probe.format("done")) == [(6, "exception-on-one-rank")]
+    # DDP's join() chosen through a variable (WeNet's `model_context = model.join`) shadows the skipped passes
+    join = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\n{}with ctx():\n"
+                   "    for batch in loader:\n        if batch.size(0) == 0:\n            continue\n"
+                   "        model(batch).backward()\n")
+    assert found(join.format("ctx = model.join\n")) == []
+    assert found(join.format("ctx = nullcontext\n")) == [(8, "uneven-collective-count")]
