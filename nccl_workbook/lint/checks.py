@@ -498,6 +498,11 @@ class _RankWalk:
         if inner is None:
             return
         cond, work = inner
+        call = stmt.value
+        assert isinstance(call, ast.Call)
+        if any(kw.arg and isinstance(kw.value, ast.Constant) and re.search(rf"\b{kw.arg}\b", cond.split("`")[1])
+               for kw in call.keywords if cond.count("`") >= 2):
+            return   # icefall's `save_checkpoint_impl(..., rank=0)`: every rank that calls it saves
         nxt = f.next_collective_after(stmt)
         if nxt is None or f.waits_for_others(nxt.line):
             return

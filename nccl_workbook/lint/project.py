@@ -30,7 +30,7 @@ __all__ = ["Project"]
 MAX_CONTEXT_BYTES = 2_000_000
 #: how many folders above the importing file a top-level import is looked for (a script in
 #: ``src/pkg/train.py`` importing ``pkg.utils``)
-LEVELS_UP = 3
+LEVELS_UP = 5
 _NEVER = ("site-packages", "dist-packages")
 
 
