@@ -28,6 +28,9 @@ from nccl_workbook.lint.source import SourceFacts
 
 __all__ = ["LintFinding", "LintError", "LintReport", "lint_source", "lint_file", "lint_paths", "python_files"]
 
+#: how many imports deep the local files of a named script are checked with it (run.py imports
+#: exp/exp_forecast.py, whose loop calls utils/tools.py's early stopping: OpenLTM)
+IMPORT_DEPTH = 2
 #: folders never entered when a folder is linted
 _SKIP_DIRS = frozenset({".git", ".hg", ".venv", "venv", "env", "__pycache__", "node_modules", ".tox", ".mypy_cache",
                         "site-packages", "build", "dist", ".ipynb_checkpoints"})
@@ -169,9 +172,10 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], *, imports: bool = True)
     are reported as errors; every other file is still checked.
 
     ``imports``: also report the hazards of the local files the named files import (``engine.py``,
-    ``utils.py`` beside or above a script, not installed packages), one level deep: a script's training
-    loop or checkpoint helper often lives there. With ``imports=False`` they are read for their functions
-    only (a pre-commit hook that checks the changed files alone)."""
+    ``utils.py`` beside or above a script, not installed packages), and the files those import inside the
+    script's folder (:data:`IMPORT_DEPTH`): a script's training loop or checkpoint helper often lives there.
+    With ``imports=False`` they are read for their functions only (a pre-commit hook that checks the
+    changed files alone)."""
     findings: list[LintFinding] = []
     errors: list[LintError] = []
     checked = 0
@@ -190,13 +194,21 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], *, imports: bool = True)
     if imports:
         named = {f.resolve() for f in files}
         extra: list[Path] = []
-        for file in list(files):
-            facts = project.facts(file)
-            for module in facts.local_modules() if facts is not None else []:
-                path = Path(module.path)
-                if path.resolve() not in named:
-                    named.add(path.resolve())
-                    extra.append(path)
+        level = [(f, f.resolve().parent) for f in files]
+        for depth in range(IMPORT_DEPTH):
+            found: list[tuple[Path, Path]] = []
+            for file, home in level:
+                facts = project.facts(file)
+                for module in facts.local_modules() if facts is not None else []:
+                    path = Path(module.path)
+                    # past the first level, only the script's own folder (not a library above an example)
+                    if depth and not path.resolve().is_relative_to(home):
+                        continue
+                    if path.resolve() not in named:
+                        named.add(path.resolve())
+                        found.append((path, home))
+            extra += [p for p, _ in found]
+            level = found
         project.include(extra)
         files = files + extra
         imported = len(extra)

@@ -390,7 +390,8 @@ class _RankWalk:
                           or _paired_in_enclosing(f, stmt))
                 inner = None if paired else (stmt.lineno, _cond_text(stmt.test), _escapes(f, stmt.test))
                 other = None if paired else (stmt.lineno, _not_text(stmt.test), _escapes(f, stmt.test, negated=True))
-                if where is None and not paired and _main_leaves_in_a_mode(f, stmt) is None and not _takes_turns(f, stmt):
+                if where is None and not paired and _main_leaves_in_a_mode(f, stmt) is None \
+                        and not _takes_turns(f, stmt):
                     self.region(stmt.body, inner, after=stmt)
                     if stmt.orelse:
                         self.region(stmt.orelse, other, after=stmt)
@@ -1044,7 +1045,12 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
         elif isinstance(node, ast.Dict):
             found.extend(_env_key_finding(getattr(k, "value", None), node.lineno) for k in node.keys if k is not None)
         out.extend(x for x in found if x is not None and not _read_back(x, read_here))
-    return out
+    # the old name set for an old torch (physicsnemo: `if torch.__version__ < (2, 2): os.environ[
+    # "NCCL_ASYNC_ERROR_HANDLING"] = "0" else: ...TORCH_NCCL_...`) is the name that torch reads
+    versioned = [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(f.tree)
+                 if isinstance(n, ast.If) and "version" in ast.unparse(n.test).lower()]
+    return [x for x in out if not (x.message.startswith("`") and "deprecated name" in x.message
+                                   and any(lo <= x.line <= hi for lo, hi in versioned))]
 
 
 def _read_back(finding: RawFinding, read_here: set[str]) -> bool:

@@ -236,8 +236,10 @@ def _writes_a_figure(call: ast.Call) -> bool:
 def _lookup_name(name: str) -> bool:
     """``get_latest_checkpoint``, ``find_last_ckpt``, ``is_eval_step``, ``remove_old_checkpoints``: a name that
     says it looks something up, answers a question or deletes, however much its object is long work to make."""
-    return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_")) \
-        or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"]) \
+    name = name.lstrip("_")   # physicsnemo's `_get_checkpoint_filename`
+    return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_",
+                            "detect_")) \
+        or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"], ["filename"]) \
         or _parts(name)[:1] in (["clean"], ["cleanup"], ["remove"], ["delete"], ["rm"], ["prune"], ["purge"],
                                 ["rotate"])   # open-instruct's clean_last_n_checkpoints: an rmtree of old ones
 

@@ -896,3 +896,39 @@ def test_held_out_rounds_nine_and_ten_idioms() -> None:
                    "        model(batch).backward()\n")
     assert found(join.format("ctx = model.join\n")) == []
     assert found(join.format("ctx = nullcontext\n")) == [(8, "uneven-collective-count")]
+
+
+def test_imports_of_imports_in_the_scripts_own_folder(tmp_path: Path) -> None:
+    # OpenLTM: run.py imports exp/exp_forecast.py, whose loop calls utils/tools.py's early stopping, which saves
+    # on local rank 0 before a barrier: checked, two imports deep, inside the script's folder
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "exp").mkdir()
+    tools = ("import torch\nimport torch.distributed as dist\nclass EarlyStopping:\n    def __call__(self, model):\n"
+             "        if self.local_rank == 0:\n            torch.save(model.state_dict(), 'best.pt')\n"
+             "        dist.barrier()\n")
+    (tmp_path / "utils" / "tools.py").write_text(tools)
+    (tmp_path / "exp" / "exp_forecast.py").write_text("from utils.tools import EarlyStopping\n")
+    (tmp_path / "run.py").write_text("from exp.exp_forecast import Exp_Forecast\n")
+    from nccl_workbook.lint import lint_paths
+    assert [(Path(f.path).name, f.line) for f in lint_paths([tmp_path / "run.py"]).findings] == [("tools.py", 6)]
+    # a library above an example (physicsnemo's examples/weather/graphcast importing physicsnemo/...) is
+    # checked one import deep, not two
+    example = tmp_path / "examples" / "graph"
+    example.mkdir(parents=True)
+    (example / "train.py").write_text("from exp.exp_forecast import Exp_Forecast\n")
+    (tmp_path / "examples" / "__init__.py").write_text("")
+    report = lint_paths([example / "train.py"])
+    assert report.findings == () and report.files_imported == 1   # exp_forecast.py only
+
+
+def test_library_idioms_of_round_nine() -> None:
+    # physicsnemo: the old name set for an old torch, the new one otherwise, is what torch reads
+    versioned = ("import os\nimport torch\nif torch.__version__ < (2, 2):\n    os.environ['NCCL_ASYNC_ERROR_HANDLING'] = '0'\n"
+                 "else:\n    os.environ['TORCH_NCCL_ASYNC_ERROR_HANDLING'] = '0'\n")
+    assert found(versioned) == []
+    assert found("import os\nos.environ['NCCL_ASYNC_ERROR_HANDLING'] = '0'\n") == [(2, "noop-timeout-setting")]
+    # a private lookup (`_get_checkpoint_filename`) or a format test (`_detect_checkpoint_format`) is no save
+    step = HEAD + "if rank == 0:\n    {}\ndist.barrier()\n"
+    for call in ("name = _get_checkpoint_filename(path, 'model')", "kind = _detect_checkpoint_format(path)"):
+        assert found(step.format(call)) == [], call
+    assert found(step.format("_save_checkpoint(model, path)")) == [(4, "rank0-long-work-before-collective")]
