@@ -111,8 +111,8 @@ RANK_ONLY_DECORATOR = re.compile(r"(rank_zero|master_only|main_process_only|on_m
 LONG_PARTS = frozenset({
     "eval", "evaluate", "evaluation", "evaluator", "validate", "validation", "valid", "test", "predict",
     "prediction", "predictions", "inference", "infer", "sample", "sampling", "samples", "generate", "generation",
-    "save", "savefig", "checkpoint", "checkpoints", "ckpt", "export", "upload", "push", "benchmark", "visualize",
-    "visualization", "plot", "render",
+    "save", "savefig", "checkpoint", "checkpoints", "ckpt", "export", "upload", "push", "download", "benchmark",
+    "visualize", "visualization", "plot", "render",
 })
 #: logging services whose pushes block the calling rank (seed 004)
 LOGGING_RECEIVERS = re.compile(r"(^|\.)(wandb|mlflow|neptune|comet_ml|clearml|aim|swanlab|tracker|trackers|run|"
@@ -224,6 +224,7 @@ def _light_call(call: ast.Call) -> bool:
         or bool(re.search(r"(^|\.)(log|logger|logging|pbar|tqdm|os\.path|sys\.stdout)$", recv))
 
 
+_SMALL_DOWNLOAD = (".json", ".txt", ".yaml", ".yml", ".md", ".model", ".tiktoken")
 _FIGURE = (".pdf", ".png", ".jpg", ".jpeg", ".svg", ".gif")
 
 
@@ -895,9 +896,15 @@ class SourceFacts:
             return None
         if _log_line_name(name) or name[:1].isupper():   # a class being built (open_clip's SampleWeightedEMA())
             return None
-        if LONG_PARTS.intersection(_parts(name)):
+        parts = _parts(name)
+        if name == "dump" and recv.rsplit(".", 1)[-1] in ("pickle", "joblib", "dill", "cloudpickle"):
+            parts = ["save"]   # EDM's network snapshot: `pickle.dump(data, f)` of the networks on rank 0
+        if LONG_PARTS.intersection(parts):
             if _small_literal(node.args[0] if node.args else None) or _small_save_name(name):
                 return None
+            if "download" in parts and any(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                           and a.value.lower().endswith(_SMALL_DOWNLOAD) for a in node.args):
+                return None   # `hf_hub_download(repo, "config.json")`: one small file
             if "save" in _parts(name) and _writes_a_figure(node):
                 return None   # nnU-Net's `g.save(join(folder, "network_architecture.pdf"))`: one drawing
             if name == "save_pretrained" and self._under_adapter_test(node):

@@ -932,3 +932,15 @@ def test_library_idioms_of_round_nine() -> None:
     for call in ("name = _get_checkpoint_filename(path, 'model')", "kind = _detect_checkpoint_format(path)"):
         assert found(step.format(call)) == [], call
     assert found(step.format("_save_checkpoint(model, path)")) == [(4, "rank0-long-work-before-collective")]
+
+
+def test_downloads_and_pickled_snapshots_on_rank_zero() -> None:
+    step = HEAD + "if rank == 0:\n    {}\ndist.barrier()\n"
+    long_ = [(4, "rank0-long-work-before-collective")]
+    # picotron (a 3-minute group timeout) and open-instruct download the model on rank 0 while the others wait
+    assert found(step.format("download_model(config['model']['name'], token)")) == long_
+    assert found(step.format("snapshot_download(model_path, revision=rev)")) == long_
+    assert found(step.format("hf_hub_download(repo_id, 'config.json')")) == []      # one small file
+    # EDM pickles the networks on rank 0; a pickled list of file names is not that
+    assert found(step.format("pickle.dump(data, f)")) == long_
+    assert found(step.format("pickle.dump({'files': names}, f)")) == []
