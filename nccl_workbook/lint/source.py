@@ -774,11 +774,11 @@ class SourceFacts:
             return []
         here, out = Path(self.path), []
         for module, sub, level in self.import_from.values():
-            other = self.project.module(module, here, level) if module else None
-            if other is None and sub:
-                other = self.project.module(f"{module}.{sub}", here, level)
-            if other is not None and other is not self and all(other is not o for o in out):
-                out.append(other)
+            # `from train import trainers`: the package's __init__.py and the module train/trainers.py (HALOs)
+            for other in (self.project.module(module, here, level) if module else None,
+                          self.project.module(f"{module}.{sub}" if module else sub, here, level) if sub else None):
+                if other is not None and other is not self and all(other is not o for o in out):
+                    out.append(other)
         return out
 
     def calls_a_function_of_ours(self, call: ast.Call) -> bool:

@@ -944,3 +944,18 @@ def test_downloads_and_pickled_snapshots_on_rank_zero() -> None:
     # EDM pickles the networks on rank 0; a pickled list of file names is not that
     assert found(step.format("pickle.dump(data, f)")) == long_
     assert found(step.format("pickle.dump({'files': names}, f)")) == []
+
+
+def test_a_module_imported_from_its_package(tmp_path: Path) -> None:
+    # HALOs: `from train import trainers` names train/__init__.py and train/trainers.py, whose save() writes
+    # the optimizer on the main process before wait_for_everyone()
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "__init__.py").write_text("")
+    (tmp_path / "train" / "trainers.py").write_text(
+        "import torch\nclass Trainer:\n    def save(self, out):\n        if self.accelerator.is_main_process:\n"
+        "            torch.save(self.optimizer.state_dict(), out)\n        self.accelerator.wait_for_everyone()\n")
+    (tmp_path / "launch.py").write_text("from train import trainers\ntrainer = trainers.Trainer()\n")
+    from nccl_workbook.lint import lint_paths
+    report = lint_paths([tmp_path / "launch.py"])
+    assert [(Path(f.path).name, f.line) for f in report.findings] == [("trainers.py", 5)]
+    assert report.files_imported == 2
