@@ -803,6 +803,9 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site]
                              Site(node.lineno, f"{callee}()", path=where))
                 elif depth > 0 and recv in ("", "self", "cls") and callee in f.functions and callee != name:
                     found = _rank_work_in(f, callee, depth - 1)
+                elif depth > 0 and recv in ("self", "cls") and callee not in f.functions:
+                    other = f.external("self", callee)   # inherited from a class of another file
+                    found = _rank_work_in(*other, depth - 1) if other is not None else None
     f.memo[key] = found
     return found
 

@@ -760,6 +760,12 @@ class SourceFacts:
                     module, sub, level = self.import_from[head]
                     if isinstance(base, ast.Name) and module:
                         other = self.project.module(module, here, level)
+                        # a package that re-exports the class (align-anything's trainers/base/__init__.py:
+                        # `from ...rl_trainer import RLTrainerBase`): the file that defines it
+                        if other is not None and base.id in other.import_from and not any(
+                                isinstance(n, ast.ClassDef) and n.name == base.id for n in other.tree.body):
+                            m2, _s2, l2 = other.import_from[base.id]
+                            other = self.project.module(m2, Path(other.path), l2) or other
                     else:
                         other = self.project.module(f"{module}.{sub}" if sub else module, here, level)
                     if other is not None and other is not self and all(other is not o for o in out):
@@ -929,8 +935,14 @@ class SourceFacts:
         """Is this inside ``if`` a test of LoRA/PEFT/adapters (``if training_args.lora_enable:``)? Then the
         model saved is an adapter of a few MB, not the model."""
         if self._adapter_lines is None:
-            self._adapter_lines = [(n.body[0].lineno, n.end_lineno or n.lineno) for n in ast.walk(self.tree)
-                                   if isinstance(n, ast.If) and _ADAPTER.search(ast.unparse(n.test))]
+            self._adapter_lines = []
+            for n in ast.walk(self.tree):
+                if isinstance(n, ast.If) and _ADAPTER.search(ast.unparse(n.test)):
+                    # `if not self.lora_enabled:` saves the whole model (align-anything); its else, the adapter
+                    negated = isinstance(n.test, ast.UnaryOp) and isinstance(n.test.op, ast.Not)
+                    side = n.orelse if negated else n.body
+                    if side:
+                        self._adapter_lines.append((side[0].lineno, side[-1].end_lineno or side[-1].lineno))
         line = getattr(node, "lineno", 0)
         return any(lo <= line <= hi for lo, hi in self._adapter_lines)
 

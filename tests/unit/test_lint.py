@@ -959,3 +959,27 @@ def test_a_module_imported_from_its_package(tmp_path: Path) -> None:
     report = lint_paths([tmp_path / "launch.py"])
     assert [(Path(f.path).name, f.line) for f in report.findings] == [("trainers.py", 5)]
     assert report.files_imported == 2
+
+
+def test_a_base_class_re_exported_by_its_package_and_a_negated_adapter_test(tmp_path: Path) -> None:
+    # align-anything: PPOTrainer(RLTrainerBase), the base imported from trainers/base/__init__.py, which
+    # re-exports it from rl_trainer.py; its save_transformers saves the whole model on the main process when
+    # LoRA is off (`if not self.lora_enabled:`)
+    base = tmp_path / "trainers" / "base"
+    base.mkdir(parents=True)
+    (tmp_path / "trainers" / "__init__.py").write_text("")
+    (base / "__init__.py").write_text("from trainers.base.rl_trainer import RLTrainerBase\n")
+    rl = ("import torch.distributed as dist\nclass RLTrainerBase:\n    def save_transformers(self, model):\n"
+          "        if {}:\n            if dist.get_rank() == 0:\n                model.save_pretrained('out')\n")
+    (base / "rl_trainer.py").write_text(rl.format("not self.lora_enabled"))
+    (tmp_path / "ppo.py").write_text(
+        "import torch.distributed as dist\nfrom trainers.base import RLTrainerBase\nclass PPOTrainer(RLTrainerBase):\n"
+        "    def train(self):\n        for batch in self.loader:\n            dist.all_reduce(batch)\n"
+        "            self.save_transformers(self.model)\n")
+    from nccl_workbook.lint import lint_paths
+    findings = lint_paths([tmp_path / "ppo.py"]).findings
+    assert [(Path(f.path).name, f.line) for f in findings] == [("ppo.py", 7)]
+    assert "rl_trainer.py:6" in findings[0].message
+    # under `if self.lora_enabled:` what is saved is the adapter, a few MB
+    (base / "rl_trainer.py").write_text(rl.format("self.lora_enabled"))
+    assert lint_paths([tmp_path / "ppo.py"]).findings == ()
