@@ -741,9 +741,31 @@ class SourceFacts:
         elif recv in ("self", "super()") and name not in self.functions:
             # a method inherited from a class of another file (fairchem's OCPTrainer(BaseTrainer).save())
             other = next((base for base in self._base_modules() if name in base.functions), None)
+        elif recv in self._instances():
+            # an object of a class of another file (picotron's `checkpoint_manager = CheckpointManager()`,
+            # then `checkpoint_manager.save_checkpoint(...)`)
+            module, sub, level = self.import_from[self._instances()[recv]]
+            other = self.project.module(module, here, level) if module else None
+            if other is None or name not in other.functions:
+                other = self.project.module(f"{module}.{sub}" if module else sub, here, level)
         if other is None or other is self or func not in other.functions:
             return None
         return other, func
+
+    def _instances(self) -> dict[str, str]:
+        """Names bound to an object of an imported class (``mgr = CheckpointManager()``): name -> the class's
+        imported name."""
+        if ("instances", "") not in self.memo:
+            out: dict[str, str] = {}
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                        and isinstance(node.value.func, ast.Name) and node.value.func.id in self.import_from \
+                        and node.value.func.id[:1].isupper():
+                    for t in node.targets:
+                        if isinstance(t, (ast.Name, ast.Attribute)):
+                            out[dotted(t)] = node.value.func.id
+            self.memo[("instances", "")] = out
+        return self.memo[("instances", "")]   # type: ignore[return-value]
 
     def _base_modules(self) -> list[SourceFacts]:
         """The files of the project that define a base class of a class of this file."""

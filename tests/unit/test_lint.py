@@ -983,3 +983,21 @@ def test_a_base_class_re_exported_by_its_package_and_a_negated_adapter_test(tmp_
     # under `if self.lora_enabled:` what is saved is the adapter, a few MB
     (base / "rl_trainer.py").write_text(rl.format("self.lora_enabled"))
     assert lint_paths([tmp_path / "ppo.py"]).findings == ()
+
+
+def test_a_method_of_an_object_of_an_imported_class(tmp_path: Path) -> None:
+    # picotron: `checkpoint_manager = CheckpointManager()`, then `checkpoint_manager.save_checkpoint(...)`,
+    # which saves on data-parallel rank 0 only, while the others go on to the next step's all-reduce
+    (tmp_path / "checkpoint.py").write_text(
+        "import torch\nclass CheckpointManager:\n    def save_checkpoint(self, model, path):\n"
+        "        if self.dp_rank == 0:\n            torch.save(model.state_dict(), path)\n")
+    train = ("import torch.distributed as dist\nfrom checkpoint import CheckpointManager\nmgr = {}()\n"
+             "for step in range(9):\n    dist.all_reduce(loss)\n    mgr.save_checkpoint(model, 'c.pt')\n")
+    (tmp_path / "train.py").write_text(train.format("CheckpointManager"))
+    from nccl_workbook.lint import lint_paths
+    findings = lint_paths([tmp_path / "train.py"]).findings
+    assert [(Path(f.path).name, f.line) for f in findings] == [("train.py", 6)]
+    assert "checkpoint.py:5" in findings[0].message
+    # an object of a class that is not the project's is not read
+    (tmp_path / "train.py").write_text(train.format("dict"))
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
