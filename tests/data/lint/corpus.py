@@ -118,6 +118,7 @@ def measure(cache: Path | None = None) -> str:
     blind_clean = [c for c in load_cases() if not c["rule"] and c.get("blind")]
     clean_files = clean_false = famous = 0
     held = [0, 0, 0]   # held-out clean files, their false reports, their real-hazard findings
+    by_name = {c["file"]: c for c in load_cases()}
     lines = []
     for case in filter(counted, load_cases()):
         p = available(case, cache)
@@ -137,11 +138,13 @@ def measure(cache: Path | None = None) -> str:
         else:
             clean_files += 1
             clean_false += len(out.unexpected) + len(out.known_false)
-            famous += len(case["expect"])
+            # the real hazards found in the script and in the files it imports (checked with it)
+            real = len(case["expect"]) + sum(len(by_name[name]["expect"]) for name in case.get("project", []))
+            famous += real
             if case.get("held_out"):
                 held[0] += 1
                 held[1] += len(out.unexpected) + len(out.known_false)
-                held[2] += len(case["expect"])
+                held[2] += real
         if out.missing or out.unexpected:
             lines.append(f"  {case['file']}: missing {out.missing} unexpected {out.unexpected}")
     table = ["rule                                 found / confirmed   (blind)   hazard only"]
