@@ -156,6 +156,8 @@ def _main_side(f: SourceFacts, term: ast.AST) -> bool | None:
         inner = _main_side(f, term.operand)
         return None if inner is None else not inner
     if isinstance(term, (ast.Name, ast.Attribute)):
+        if f.is_rank_value(term):
+            return False   # `if local_rank and ...:` holds on the ranks other than 0
         return True if f.is_rank_condition(term) else None
     if isinstance(term, ast.Compare) and len(term.ops) == 1:
         consts = [_const_of(s) for s in (term.left, *term.comparators)]
