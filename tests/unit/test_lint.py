@@ -800,6 +800,7 @@ def test_the_main_rank_leaving_in_a_mode_of_its_own() -> None:
     # the other ranks leaving in a mode (`if rank != 0 and not args.dist_eval: return`) is a guard: what
     # follows is the main rank's (its own work before the collective is not waited for by anyone there)
     assert (7, "uneven-collective-count") not in found(mode.format("rank != 0 and args.show_samples"))
+    assert (7, "uneven-collective-count") not in found(mode.format("rank and args.show_samples"))   # rank > 0
     # a mode flag alone is taken by every rank together
     assert found(mode.format("args.show_samples")) == [(11, "rank0-long-work-before-collective")]
     # ClearML's `upload_artifact("config", config)`: the settings, not a checkpoint; a model upload is long
