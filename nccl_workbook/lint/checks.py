@@ -65,6 +65,9 @@ LONG_BUDGET_S = 3600.0
 _EXITS = re.compile(r"^(sys\.exit|exit|quit|os\._exit|os\.abort|abort)$")
 _EVEN_CALLS = re.compile(r"(^|\.)(\w*DistributedSampler|prepare|prepare_data_loader|device|to|"
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
+#: a class whose objects hold data (a constructor of anything else, given the rank, makes no share of it)
+_DATA_CLASS = re.compile(r"(?i)(loader|dataset|sampler|data|iter|stream|shard|split|subset|reader|pipe|source|files|"
+                         r"list|batch|chunk|partition|buffer)")
 #: a function that builds data objects (``make_imagenet1k``, ``create_sampler``, ``build_dataloader``)
 _BUILDER = re.compile(r"^_?(make|build|create|get|init|setup|prepare|load)_\w+$")
 _UNEVEN_SAMPLER = re.compile(r"(DistributedEvalSampler|SequentialDistributedSampler|UnevenSampler|"
@@ -206,6 +209,68 @@ def _takes_turns(f: SourceFacts, stmt: ast.If) -> bool:
             if any(isinstance(a, ast.Name) and a.id == var and f.is_rank_value(b) for a, b in (sides, sides[::-1])):
                 return True
     return False
+
+
+def _gated_alike(f: SourceFacts, line: int, cond: str, call: ast.Call) -> bool:
+    """deepmd-kit: ``if save and (self.sharding.enabled or self.rank == 0): self.save_model()``, and inside
+    save_model the collective runs under ``if self.sharding.shards_parameters:``. The collective is behind a
+    test of a setting (``self.sharding``) that the call's own condition, or an ``if`` around the call, also
+    tests: the author made the two agree (every rank comes in when it holds), which this reading cannot
+    check, so it is not reported."""
+    around = [cond] + [ast.unparse(n.test) for n in _enclosing_ifs(f, call)]
+    for node in ast.walk(f.tree):
+        if isinstance(node, ast.If) and node.body and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0) \
+                and not node.lineno <= call.lineno <= (node.end_lineno or node.lineno):   # inside the callee
+            for name in (dotted(n) for n in ast.walk(node.test) if isinstance(n, ast.Attribute)):
+                root = ".".join(name.split(".")[:2])
+                if root.count(".") == 1 and not f.is_rank_condition(node.test) \
+                        and any(re.search(rf"{re.escape(root)}\b", text) for text in around):
+                    return True
+    return False
+
+
+_SHARDING_TEST = re.compile(r"(?i)deepspeed|fsdp|zero|shard")
+
+
+def _after_a_sharded_branch(f: SourceFacts, call: ast.Call) -> bool:
+    """Is the call in the ``else``/``elif`` of an ``if`` that tests for DeepSpeed, FSDP or sharding? There
+    the model is not sharded, and its ``state_dict()`` is this rank's own."""
+    stmt = _statement_of(f, call)
+    while stmt is not None and id(stmt) in f.parents:
+        block, _i, owner = f.parents[id(stmt)]
+        if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        if isinstance(owner, ast.If) and block is owner.orelse and _SHARDING_TEST.search(ast.unparse(owner.test)) \
+                and not (isinstance(owner.test, ast.UnaryOp) and isinstance(owner.test.op, ast.Not)):
+            return True
+        stmt = owner
+    return False
+
+
+def _statement_of(f: SourceFacts, node: ast.AST) -> ast.stmt | None:
+    """The innermost simple statement holding a call."""
+    best: ast.stmt | None = None
+    for s in ast.walk(f.tree):
+        if isinstance(s, ast.stmt) and id(s) in f.parents and not isinstance(
+                s, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
+                    ast.AsyncFunctionDef, ast.ClassDef)) \
+                and s.lineno <= node.lineno <= (s.end_lineno or s.lineno) and (best is None or s.lineno >= best.lineno):
+            best = s
+    return best
+
+
+def _enclosing_ifs(f: SourceFacts, node: ast.AST) -> list[ast.If]:
+    """The ``if`` statements around a call, innermost first, within its function."""
+    out: list[ast.If] = []
+    stmt = _statement_of(f, node)
+    while stmt is not None and id(stmt) in f.parents:
+        _b, _i, owner = f.parents[id(stmt)]
+        if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            break
+        if isinstance(owner, ast.If):
+            out.append(owner)
+        stmt = owner
+    return out
 
 
 def _first_shared_collective(f: SourceFacts, stmts: list[ast.stmt]) -> Site | None:
@@ -440,10 +505,16 @@ class _RankWalk:
         if name in POINT_TO_POINT:
             return
         # through a function of the file, only explicit collectives count here (see function_collective)
-        site = self.f.collective_of(call, include_backward=not self.f.calls_a_function_of_ours(call))
+        ours = self.f.calls_a_function_of_ours(call)
+        site = self.f.collective_of(call, include_backward=not ours)
         if site is None:
             return
         line, cond = where[:2]
+        if "(sharded model)" in site.label and _after_a_sharded_branch(self.f, call):
+            return   # FunASR: `if self.use_deepspeed: ... elif self.rank == 0: model.state_dict()`
+        inner = re.findall(r"at line (\d+)", site.label)
+        if ours and not site.path and inner and _gated_alike(self.f, int(inner[-1]), cond, call):
+            return
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
             f"{site.label} runs only on the ranks where `{cond}` (line {line}) holds"))
@@ -706,6 +777,9 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                     return True
                 if _EVEN_CALLS.search(name):        # DistributedSampler and its subclasses pad every rank's share
                     continue
+                last = name.rsplit(".", 1)[-1]
+                if last[:1].isupper() and not _DATA_CLASS.search(last):
+                    continue   # FunASR's `Trainer(rank=rank, ...)`, DAC's `Tracker(...)`: an object, not a share
                 if _BUILDER.match(name.rsplit(".", 1)[-1]) and name.rsplit(".", 1)[-1] not in f.functions:
                     # a loader or sampler built in another file from the rank (ijepa's make_imagenet1k, BLIP's
                     # create_sampler): whether it pads the shares cannot be seen from here

@@ -85,6 +85,8 @@ DIST_OBJECT_CLASSES = re.compile(r"(^|\.)(Accelerator|PartialState|AcceleratorSt
 DATA_PARALLEL_NAMES = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
                                  "deepspeed", "Accelerator", "DistributedOptimizer", "Fabric"})
 
+#: names of what a sharding call hands back beside the model
+_NOT_A_MODEL = re.compile(r"(?i)optim|sched|loader|data|sampler|^lr|^_$")
 #: words that say a script may run sharded under Accelerate (its launch config can also say so)
 _MAY_SHARD = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|zero_?stage|zero3|automatic_checkpoint_naming|"
                         r"DistributedType|megatron", re.IGNORECASE)
@@ -100,7 +102,8 @@ _MAIN_FLAG = re.compile(
     r"_process_zero)?$"
 )
 _MAIN_EXTRA = frozenset({"should_save", "should_log", "is_world_process_zero", "is_local_process_zero"})
-_NOT_RANK = re.compile(r"(world(?!_rank$)|size|num_|n_|count|ranks$|rank_list|all_ranks|_fn$|_only$)")
+_NOT_RANK = re.compile(r"(world(?!_rank$)|size|num_|n_|count|ranks$|rank_list|all_ranks|_fn$|_only$|lora|low_rank|"
+                       r"adapter|svd|^r_?rank)")
 _ENV_RANK = re.compile(r"^(LOCAL_|GLOBAL_|GROUP_|NODE_|SLURM_|OMPI_COMM_WORLD_|PMI_)?(RANK|PROCID|LOCALID|NODEID|"
                        r"LOCAL_RANK)$")
 #: decorators that run a function on one rank only (lightning, mmcv/basicsr, accelerate)
@@ -115,7 +118,7 @@ LONG_PARTS = frozenset({
     "visualize", "visualization", "plot", "render",
 })
 #: logging services whose pushes block the calling rank (seed 004)
-LOGGING_RECEIVERS = re.compile(r"(^|\.)(wandb|mlflow|neptune|comet_ml|clearml|aim|swanlab|tracker|trackers|run|"
+LOGGING_RECEIVERS = re.compile(r"(^|\.)(wandb|mlflow|neptune|comet_ml|clearml|aim|swanlab|tracker|trackers|tracking|run|"
                                r"experiment)$")
 LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
 #: the pushes of a logging service that send files there and then (the rest is queued)
@@ -184,7 +187,11 @@ def _log_line_name(name: str) -> bool:
 
 def ends_group(stmt: ast.AST) -> bool:
     """Does the statement end the process group (``dist.destroy_process_group()``, Accelerate's
-    ``end_training()``)? After it no rank waits in a collective of the group."""
+    ``end_training()``) or the process (``exit()``, XLM's eval-only run)? After it no rank waits in a
+    collective of the group."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+            and call_name(stmt.value) in (("", "exit"), ("sys", "exit"), ("os", "_exit"), ("", "quit")):
+        return True   # the process ends here (a conditional `if a.evaluate: exit()` does not end the block)
     return any(isinstance(n, ast.Call) and call_name(n)[1] in ("destroy_process_group", "end_training")
                for n in ast.walk(stmt))
 
@@ -224,6 +231,9 @@ def _light_call(call: ast.Call) -> bool:
         or bool(re.search(r"(^|\.)(log|logger|logging|pbar|tqdm|os\.path|sys\.stdout)$", recv))
 
 
+#: a saved payload that is the state of something small (a loader, a sampler, a scheduler, the RNG)
+_SMALL_STATE = re.compile(r"(?i)(loader|sampler|sched|rng|random|scaler|tracker)\w*state")
+_MODEL_STATE = re.compile(r"(?i)model|optim|ema|weight|param|module|net\b")
 _SMALL_DOWNLOAD = (".json", ".txt", ".yaml", ".yml", ".md", ".model", ".tiktoken")
 _FIGURE = (".pdf", ".png", ".jpg", ".jpeg", ".svg", ".gif")
 
@@ -239,15 +249,16 @@ def _lookup_name(name: str) -> bool:
     says it looks something up, answers a question or deletes, however much its object is long work to make."""
     name = name.lstrip("_")   # physicsnemo's `_get_checkpoint_filename`
     return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_",
-                            "detect_")) \
+                            "detect_", "can_", "register_", "ensure_")) \
         or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"], ["filename"]) \
         or _parts(name)[:1] in (["clean"], ["cleanup"], ["remove"], ["delete"], ["rm"], ["prune"], ["purge"],
                                 ["rotate"])   # open-instruct's clean_last_n_checkpoints: an rmtree of old ones
 
 
 def _small_save_name(name: str) -> bool:
-    """``save_config``, ``save_args``, ``write_metadata_json``: a name that says it writes a small file."""
-    return bool(_SMALL_FILE_PARTS.intersection(_parts(name)))
+    """``save_config``, ``save_args``, ``write_metadata_json``: a name that says it writes a small file;
+    transformers' ``custom_object_save`` copies the source file that defines a custom model (verl)."""
+    return bool(_SMALL_FILE_PARTS.intersection(_parts(name))) or name == "custom_object_save"
 
 
 def _is_rank_name(name: str) -> bool:
@@ -435,7 +446,9 @@ class SourceFacts:
                     self.rank_flags.update(names)
         for names, value in assigns:
             if isinstance(value, ast.Call) and SHARDING_WRAPPERS.search(dotted(value.func)):
-                self.sharded.update(names)
+                # `model, optimizer, _, scheduler = deepspeed.initialize(...)` (FunASR): the engine is the
+                # sharded model; the optimizer, the loader and the scheduler it hands back are not
+                self.sharded.update(n for n in names if len(names) == 1 or not _NOT_A_MODEL.search(n.rsplit(".", 1)[-1]))
             if isinstance(value, ast.Call) and DIST_OBJECT_CLASSES.search(dotted(value.func)):
                 self.dist_objects.update(names)
         for name, defs in self.functions.items():
@@ -947,6 +960,9 @@ class SourceFacts:
                 # Lumina's `torch.save(args, path)`: an argparse namespace, not a checkpoint; docTR's ClearML
                 # `task.upload_artifact("config", config)`
                 return None
+            if name in ("save", "dump") and node.args and (_ADAPTER.search(ast.unparse(node.args[0])) or _SMALL_STATE.search(
+                    ast.unparse(node.args[0])) and not _MODEL_STATE.search(ast.unparse(node.args[0]))):
+                return None   # verl's dataloader state, LoRA's `lora.lora_state_dict(model)`: KB to MB
             if name in ("save", "dump") and node.args and _RESULTS.search(ast.unparse(node.args[0])) \
                     and not _HEAVY.search(ast.unparse(node.args[0])):
                 return None   # DETR's `torch.save(coco_evaluator.coco_eval["bbox"].eval, ...)`: tens of MB of scores

@@ -1002,3 +1002,42 @@ def test_a_method_of_an_object_of_an_imported_class(tmp_path: Path) -> None:
     # an object of a class that is not the project's is not read
     (tmp_path / "train.py").write_text(train.format("dict"))
     assert lint_paths([tmp_path / "train.py"]).findings == ()
+
+
+def test_held_out_rounds_eleven_and_twelve_idioms() -> None:
+    ddp = HEAD + "model = torch.nn.parallel.DistributedDataParallel(net)\n"
+    # FunASR: an object built with the rank (`Trainer(rank=rank)`) is no share of the data; a dataset is
+    loop = ddp + "{} = {}(rank=rank)\nfor x in {}:\n    model(x).backward()\n"
+    assert found(loop.format("trainer", "Trainer", "trainer")) == []
+    assert found(loop.format("data", "ShardedDataset", "data")) == [(6, "uneven-collective-count")]
+    # FunASR: deepspeed.initialize hands back the engine, an optimizer, a loader and a scheduler; only the
+    # engine is sharded, and in the `elif` after `if self.use_deepspeed:` the model is not
+    ds = HEAD + ("import deepspeed\nmodel, optimizer, _, scheduler = deepspeed.initialize(model=net)\n"
+                 "if use_deepspeed:\n    model.save_checkpoint(out)\nelif rank == 0:\n    {}\n")
+    assert found(ds.format("sd = scheduler.state_dict()")) == []
+    assert found(ds.format("sd = model.state_dict()")) == []
+    assert found(ds.replace("if use_deepspeed:", "if use_amp:").format("sd = model.state_dict()")) == [
+        (8, "collective-in-rank-branch")]
+    # deepmd-kit: `if save and (self.sharding.enabled or rank == 0): self.save_model()`, whose collective runs
+    # under `if self.sharding.shards_parameters:`: the same setting decides both
+    gated = HEAD + ("def save_model(self):\n    if {}:\n        dist.all_gather_object(out, state)\n"
+                    "if self.sharding.enabled or rank == 0:\n    save_model(self)\n")
+    assert found(gated.format("self.sharding.shards_parameters")) == []
+    assert found(gated.format("self.use_amp")) == [(7, "collective-in-rank-branch")]
+    # verl: `lora_rank > 0` is a LoRA setting, not a rank test
+    assert found(ddp + "if config.lora_rank > 0:\n    save_checkpoint(model)\ndist.barrier()\n") == []
+    step = ddp + "for x in loader:\n    model(x).backward()\n    if rank == 0:\n        {}\n"
+    long_ = [(7, "rank0-long-work-before-collective")]
+    # verl and LoRA: a loader's state, an adapter's weights, a tracking log, questions and bookkeeping are short
+    for call in ("torch.save(dataloader_state_dict, path)", "torch.save({'model_state_dict': lora.lora_state_dict(model)}, p)",
+                 "tracking.log(data=metric, step=step)", "ok = model.can_generate()", "register_checkpoint(path)",
+                 "ensure_checkpoint_capacity(3)", "custom_object_save(model, path, config=config)"):
+        assert found(step.format(call)) == [], call
+    assert found(step.format("torch.save({'model_state_dict': model.state_dict()}, p)")) == long_
+    # XLM: an eval-only run evaluates, then every rank exits: no collective follows
+    evalonly = HEAD + ("if params.eval_only:\n    if rank == 0:\n        evaluate(model)\n    {}\n"
+                       "for x in loader:\n    dist.all_reduce(x)\n")
+    assert found(evalonly.format("exit()")) == []
+    assert found(evalonly.format("print('done')")) == [(5, "rank0-long-work-before-collective")]
+    # BigVGAN: `if a.evaluate: exit()` ends only that kind of run; the training loop follows otherwise
+    assert found(evalonly.format("if a.evaluate:\n        exit()")) == [(5, "rank0-long-work-before-collective")]
