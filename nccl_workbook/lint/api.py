@@ -167,6 +167,16 @@ def python_files(path: Path) -> list[Path]:
     return out
 
 
+def _shown(path: Path) -> Path:
+    """An imported file's path as the user would type it: relative to the current folder when it is under
+    it (as the named files usually are), else absolute."""
+    try:
+        rel = Path(os.path.relpath(path))
+    except ValueError:   # another drive
+        return path
+    return path if rel.parts[:1] == ("..",) else rel
+
+
 def lint_paths(paths: Iterable[str | os.PathLike[str]], *, imports: bool = True) -> LintReport:
     """Files and folders (their ``.py`` files) -> one report. Missing paths and files that do not parse
     are reported as errors; every other file is still checked.
@@ -200,7 +210,7 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], *, imports: bool = True)
             for file, home in level:
                 facts = project.facts(file)
                 for module in facts.local_modules() if facts is not None else []:
-                    path = Path(module.path)
+                    path = _shown(Path(module.path))
                     # past the first level, only the script's own folder (not a library above an example)
                     if depth and not path.resolve().is_relative_to(home):
                         continue

@@ -1041,3 +1041,19 @@ def test_held_out_rounds_eleven_and_twelve_idioms() -> None:
     assert found(evalonly.format("print('done')")) == [(5, "rank0-long-work-before-collective")]
     # BigVGAN: `if a.evaluate: exit()` ends only that kind of run; the training loop follows otherwise
     assert found(evalonly.format("if a.evaluate:\n        exit()")) == [(5, "rank0-long-work-before-collective")]
+
+
+def test_an_imported_file_is_shown_as_the_user_typed_the_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "trainer.py").write_text(
+        "import torch\nimport torch.distributed as dist\ndef fit(model):\n    if dist.get_rank() == 0:\n"
+        "        torch.save(model.state_dict(), 'm.pt')\n    dist.barrier()\n")
+    (tmp_path / "proj" / "main.py").write_text("from trainer import fit\nfit(model)\n")
+    monkeypatch.chdir(tmp_path)
+    from nccl_workbook.lint import lint_paths
+    assert [(f.path, f.line) for f in lint_paths(["proj/main.py"]).findings] == [(str(Path("proj/trainer.py")), 5)]
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    monkeypatch.chdir(other)   # not under the current folder: the full path
+    assert [f.path for f in lint_paths([str(tmp_path / "proj" / "main.py")]).findings] == [
+        str((tmp_path / "proj" / "trainer.py").resolve())]
