@@ -156,6 +156,9 @@ def lint_file(path: str | os.PathLike[str], project: Project | None = None) -> t
         return [], LintError(str(path), f"does not parse: {exc.msg} (line {exc.lineno})")
     except (ValueError, RecursionError) as exc:  # null bytes; absurdly deep nesting
         return [], LintError(str(path), f"does not parse: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a bug of the lint must not hide the other files' findings
+        return [], LintError(str(path), f"not checked: the lint failed on it ({type(exc).__name__}: {exc}); "
+                                        f"please report it with the file")
 
 
 def python_files(path: Path) -> list[Path]:

@@ -430,7 +430,7 @@ class _RankWalk:
         f = self.f
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if f.rank_only_function(stmt):
-                deco = (stmt.lineno, f"@{dotted(stmt.decorator_list[0])}", ())
+                deco = (*f.rank_only_mark(stmt), ())
                 self.region(stmt.body, deco, after=None, function=stmt)
                 self.block(stmt.body, deco)
             else:

@@ -118,8 +118,8 @@ LONG_PARTS = frozenset({
     "visualize", "visualization", "plot", "render",
 })
 #: logging services whose pushes block the calling rank (seed 004)
-LOGGING_RECEIVERS = re.compile(r"(^|\.)(wandb|mlflow|neptune|comet_ml|clearml|aim|swanlab|tracker|trackers|tracking|run|"
-                               r"experiment)$")
+LOGGING_RECEIVERS = re.compile(r"(^|\.)(wandb|mlflow|neptune|comet_ml|clearml|aim|swanlab|tracker|trackers|"
+                               r"tracking|run|experiment)$")
 LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
 #: the pushes of a logging service that send files there and then (the rest is queued)
 _UPLOAD = re.compile(r"^(log_artifacts?|log_model|upload\w*|push\w*)$")
@@ -878,9 +878,35 @@ class SourceFacts:
         return None
 
     def rank_only_function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        """Decorated to run on one rank only (``@rank_zero_only``, ``@master_only``, ...)."""
+        """Decorated to run on one rank only (``@rank_zero_only``, ``@master_only``, ...), or wrapped so by an
+        assignment (``save = rank_zero_only(save)``; DAC's ``checkpoint = when(lambda: accel.local_rank ==
+        0)(checkpoint)``)."""
         return any(RANK_ONLY_DECORATOR.search(dotted(d.func if isinstance(d, ast.Call) else d))
-                   for d in fn.decorator_list)
+                   for d in fn.decorator_list) or fn.name in self._rewrapped_rank_only()
+
+    def _rewrapped_rank_only(self) -> dict[str, tuple[int, str]]:
+        """Functions re-bound to a rank-only wrapper: name -> (line, the wrapper's text)."""
+        if ("rewrapped", "") not in self.memo:
+            out: dict[str, tuple[int, str]] = {}
+            for node in ast.walk(self.tree):
+                if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                        and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call) and len(node.value.args) == 1
+                        and isinstance(node.value.args[0], ast.Name) and node.value.args[0].id == node.targets[0].id):
+                    continue
+                wrapper = node.value.func
+                if RANK_ONLY_DECORATOR.search(dotted(wrapper)) or isinstance(wrapper, ast.Call) and any(
+                        self.is_rank_condition(a.body if isinstance(a, ast.Lambda) else a) for a in wrapper.args):
+                    out[node.targets[0].id] = (node.lineno, ast.unparse(wrapper))
+            self.memo[("rewrapped", "")] = out
+        return self.memo[("rewrapped", "")]   # type: ignore[return-value]
+
+    def rank_only_mark(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, str]:
+        """Where and how a rank-only function is marked so: its decorator, or the wrapper it is re-bound to."""
+        marks = [d for d in fn.decorator_list
+                 if RANK_ONLY_DECORATOR.search(dotted(d.func if isinstance(d, ast.Call) else d))]
+        if marks:
+            return fn.lineno, f"@{dotted(marks[0])}"
+        return self._rewrapped_rank_only().get(fn.name, (fn.lineno, fn.name))
 
     # -- long work --------------------------------------------------------------------------------------
     def long_work_of(self, node: ast.AST) -> Site | None:
@@ -953,15 +979,17 @@ class SourceFacts:
             payload = next((a for a in node.args if not (isinstance(a, ast.Constant) and isinstance(a.value, str))),
                            None)
             if {"save", "dump", "upload", "push", "export"} & set(_parts(name)) \
-                    and isinstance(payload, (ast.Name, ast.Attribute)) and _small_save_name(dotted(payload).rsplit(".", 1)[-1]) \
+                    and isinstance(payload, (ast.Name, ast.Attribute)) \
+                    and _small_save_name(dotted(payload).rsplit(".", 1)[-1]) \
                     and not _HEAVY.search(name) and not any(   # `push_model_to_hub(cfg)`, `save(cfg, model)`
                         isinstance(a, (ast.Name, ast.Attribute)) and _HEAVY.search(dotted(a))
                         for a in [*node.args, *(k.value for k in node.keywords)] if a is not payload):
                 # Lumina's `torch.save(args, path)`: an argparse namespace, not a checkpoint; docTR's ClearML
                 # `task.upload_artifact("config", config)`
                 return None
-            if name in ("save", "dump") and node.args and (_ADAPTER.search(ast.unparse(node.args[0])) or _SMALL_STATE.search(
-                    ast.unparse(node.args[0])) and not _MODEL_STATE.search(ast.unparse(node.args[0]))):
+            what = ast.unparse(node.args[0]) if node.args else ""
+            if name in ("save", "dump") and what and (
+                    _ADAPTER.search(what) or _SMALL_STATE.search(what) and not _MODEL_STATE.search(what)):
                 return None   # verl's dataloader state, LoRA's `lora.lora_state_dict(model)`: KB to MB
             if name in ("save", "dump") and node.args and _RESULTS.search(ast.unparse(node.args[0])) \
                     and not _HEAVY.search(ast.unparse(node.args[0])):

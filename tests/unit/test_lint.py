@@ -1057,3 +1057,32 @@ def test_an_imported_file_is_shown_as_the_user_typed_the_script(tmp_path: Path, 
     monkeypatch.chdir(other)   # not under the current folder: the full path
     assert [f.path for f in lint_paths([str(tmp_path / "proj" / "main.py")]).findings] == [
         str((tmp_path / "proj" / "trainer.py").resolve())]
+
+
+def test_a_function_rebound_to_a_rank_only_wrapper() -> None:
+    # DAC: `checkpoint = when(lambda: accel.local_rank == 0)(checkpoint)`; Lightning code: `f = rank_zero_only(f)`
+    wrapped = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\ndef checkpoint(state):\n"
+                      "    torch.save(state, 'c.pt')\ndef train():\n    {}\n    for x in loader:\n"
+                      "        model(x).backward()\n        checkpoint(model.state_dict())\n")
+    assert found(wrapped.format("checkpoint = when(lambda: accel.local_rank == 0)(checkpoint)")) == [
+        (5, "rank0-long-work-before-collective")]
+    assert found(wrapped.format("checkpoint = rank_zero_only(checkpoint)")) == [(5, "rank0-long-work-before-collective")]
+    assert found(wrapped.format("checkpoint = functools.wraps(save)(checkpoint)")) == []   # no rank in it
+
+
+def test_a_failure_of_the_lint_on_one_file_is_reported_and_the_others_checked(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from nccl_workbook.lint import api, lint_paths
+    (tmp_path / "a.py").write_text(HEAD + "if dist.get_rank() == 0:\n    dist.barrier()\n")
+    (tmp_path / "b.py").write_text("x = 1\n")
+    real = api.lint_source
+
+    def fails_on_b(text: str, path: str = "<string>", project: object = None) -> list:
+        if path.endswith("b.py"):
+            raise KeyError("boom")
+        return real(text, path, project)   # type: ignore[arg-type]
+
+    monkeypatch.setattr(api, "lint_source", fails_on_b)
+    report = lint_paths([tmp_path])
+    assert [Path(f.path).name for f in report.findings] == ["a.py"] and report.exit_code == 2
+    assert "the lint failed on it (KeyError" in report.errors[0].error
