@@ -147,7 +147,7 @@ def lint_file(path: str | os.PathLike[str], project: Project | None = None) -> t
     project = project if project is not None else Project([Path(path)])
     p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8", errors="replace")
+        text = p.read_bytes().decode("utf-8-sig", errors="replace")   # a BOM is valid Python (StyleGAN2-ADA)
     except OSError as exc:
         return [], LintError(str(path), f"cannot read: {exc.strerror or exc}")
     try:

@@ -37,8 +37,8 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, call_name, dotted,
-                                      ends_group, target_names, walk_local)
+from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, _param_defaults,
+                                      call_name, dotted, ends_group, target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
            "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
@@ -602,6 +602,8 @@ class _RankWalk:
         site = self.f.first_collective(stmt.body)
         if site is None or self.f.first_collective(stmt.orelse) is not None or _exits(stmt.body):
             return
+        if not _tests_local_data(self.f, stmt):
+            return
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}), a test of this rank's own "
@@ -945,6 +947,34 @@ def _chosen_join(f: SourceFacts, with_stmt: ast.With | ast.AsyncWith) -> bool:
     scope = f.enclosing_function(with_stmt) or f.tree
     return any(isinstance(n, ast.Assign) and any(dotted(t) == item.func.id for t in n.targets)
                and dotted(n.value).endswith(".join") for n in walk_local(scope))
+
+
+def _tests_local_data(f: SourceFacts, stmt: ast.If) -> bool:
+    """Does some term of the test read this rank's own data? StyleGAN2-ADA's ``if (snapshot_data is not None)
+    and (len(metrics) > 0):``: ``snapshot_data`` is set on every rank alike, ``metrics`` is a setting (a
+    parameter with a literal default), so every rank takes the branch together."""
+    terms = stmt.test.values if isinstance(stmt.test, ast.BoolOp) else [stmt.test]
+    fn = f.enclosing_function(stmt)
+    settings = {a for a, d in _param_defaults(fn) if isinstance(d, (ast.Constant, ast.List, ast.Tuple, ast.Dict))} \
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+    for term in terms:
+        text = _without_shared(ast.unparse(term))
+        if not (_DATA_NAME.search(text) and (_LOCAL_COUNT_TEST.search(text) or _EMPTY_TEST.search(text))
+                or _NAN.search(text)):
+            continue
+        names = {n.id for n in ast.walk(term) if isinstance(n, ast.Name)} - {"len"}
+        if names <= settings or " is " in text and all(_set_alike(f, name, fn) for name in names):
+            continue
+        return True
+    return False
+
+
+def _set_alike(f: SourceFacts, name: str, fn: ast.AST | None) -> bool:
+    """Is every assignment of ``name`` in the function outside a rank or data test (set alike on every rank)?"""
+    assigns = [n for n in walk_local(fn if fn is not None else f.tree)
+               if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    return bool(assigns) and not any(
+        f.is_rank_condition(i.test) or _is_data_condition(i.test) for a in assigns for i in _enclosing_ifs(f, a))
 
 
 def _capped_by_index(loop: ast.For | ast.AsyncFor, line: int) -> bool:

@@ -59,7 +59,7 @@ class Project:
                 if key.stat().st_size > MAX_CONTEXT_BYTES:
                     facts = None
                 else:
-                    facts = SourceFacts.parse(key.read_bytes().decode("utf-8", errors="replace"), str(path))
+                    facts = SourceFacts.parse(key.read_bytes().decode("utf-8-sig", errors="replace"), str(path))
             except (OSError, SyntaxError, ValueError, RecursionError):
                 facts = None
         if facts is not None:

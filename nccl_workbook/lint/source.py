@@ -942,6 +942,8 @@ class SourceFacts:
                 # sends its files there and then
                 return None
             return Site(node.lineno, label, "logging")
+        if "save" in _parts(name) and _writes_a_figure(node):
+            return None   # nnU-Net's architecture PDF, StyleGAN2-ADA's `save_image_grid(..., 'reals.png')`
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
             inner = self.function_long_work(name)
             if inner is not None:
@@ -972,8 +974,6 @@ class SourceFacts:
             if "download" in parts and any(isinstance(a, ast.Constant) and isinstance(a.value, str)
                                            and a.value.lower().endswith(_SMALL_DOWNLOAD) for a in node.args):
                 return None   # `hf_hub_download(repo, "config.json")`: one small file
-            if "save" in _parts(name) and _writes_a_figure(node):
-                return None   # nnU-Net's `g.save(join(folder, "network_architecture.pdf"))`: one drawing
             if name == "save_pretrained" and self._under_adapter_test(node):
                 return None   # trlx, LLaVA: `if peft_config is not None and is_main: model.save_pretrained()`
             payload = next((a for a in node.args if not (isinstance(a, ast.Constant) and isinstance(a.value, str))),

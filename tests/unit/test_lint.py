@@ -1086,3 +1086,24 @@ def test_a_failure_of_the_lint_on_one_file_is_reported_and_the_others_checked(tm
     report = lint_paths([tmp_path])
     assert [Path(f.path).name for f in report.findings] == ["a.py"] and report.exit_code == 2
     assert "the lint failed on it (KeyError" in report.errors[0].error
+
+
+def test_a_file_with_a_byte_order_mark_and_alike_tests(tmp_path: Path) -> None:
+    # StyleGAN2-ADA's files start with a UTF-8 BOM, which Python accepts: the lint reads them too
+    (tmp_path / "loop.py").write_bytes("\ufeff".encode() + (HEAD + "if dist.get_rank() == 0:\n    dist.barrier()\n").encode())
+    from nccl_workbook.lint import lint_paths
+    report = lint_paths([tmp_path / "loop.py"])
+    assert report.errors == () and [f.line for f in report.findings] == [4]
+    # `if (snapshot_data is not None) and (len(metrics) > 0):` where both are set alike on every rank (a
+    # setting with a literal default, a value assigned outside any rank test); a rank's own list is not
+    metrics = HEAD + ("def loop(metrics=[]):\n    for step in range(9):\n        snapshot_data = None\n"
+                      "        if step % 10 == 0:\n            snapshot_data = dict(G=G)\n"
+                      "        if (snapshot_data is not None) and ({}):\n            dist.broadcast(t, 0)\n")
+    assert found(metrics.format("len(metrics) > 0")) == []
+    assert found(metrics.format("len(outputs) > 0")) == [(9, "uneven-collective-count")]
+    # an image grid saved through a function of the file is a drawing, a checkpoint is not
+    grid = HEAD + ("def save_image_grid(img, fname):\n    PIL.Image.fromarray(img).save(fname)\n"
+                   "if dist.get_rank() == 0:\n    {}\ndist.barrier()\n")
+    assert found(grid.format("save_image_grid(images, os.path.join(run_dir, 'reals.png'))")) == []
+    assert found(grid.format("save_checkpoint(model, os.path.join(run_dir, 'last.pt'))")) == [
+        (6, "rank0-long-work-before-collective")]
