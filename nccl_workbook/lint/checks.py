@@ -236,6 +236,10 @@ def _after_a_sharded_branch(f: SourceFacts, call: ast.Call) -> bool:
     """Is the call in the ``else``/``elif`` of an ``if`` that tests for DeepSpeed, FSDP or sharding? There
     the model is not sharded, and its ``state_dict()`` is this rank's own."""
     stmt = _statement_of(f, call)
+    # open_lm: `"state_dict": cpu_state if args.fsdp else model.state_dict()`
+    if stmt is not None and any(isinstance(n, ast.IfExp) and _SHARDING_TEST.search(ast.unparse(n.test))
+                                and any(m is call for m in ast.walk(n.orelse)) for n in ast.walk(stmt)):
+        return True
     while stmt is not None and id(stmt) in f.parents:
         block, _i, owner = f.parents[id(stmt)]
         if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):

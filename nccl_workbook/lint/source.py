@@ -137,6 +137,7 @@ _ADAPTER = re.compile(r"peft|lora|adapter", re.IGNORECASE)
 _HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buffer|cpu\(|cuda\(|numpy\(|"
                     r"\bstates?\b|\bsd\b|ckpt|checkpoint", re.IGNORECASE)
 _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "hyperparameters", "meta", "metadata",
+                               "statistics", "stats",
                                "json", "yaml", "yml", "txt", "csv", "manifest", "symlink", "info", "readme"})
 #: a context manager that holds the calling ranks until something happens elsewhere
 _WAITING = re.compile(r"(^|_)wait(_|$)|_and_wait$|^wait_for_", re.IGNORECASE)
@@ -180,9 +181,11 @@ def _param_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[st
 
 
 def _log_line_name(name: str) -> bool:
-    """``valid_err_log``, ``eval_print``: a name that says it writes a line about the work, not the work."""
+    """``valid_err_log``, ``eval_print``, ``log_validation``: a name that says it writes a line about the work,
+    not the work."""
     parts = _parts(name)
-    return bool(parts) and parts[-1] in ("log", "print", "msg", "str", "repr")
+    # Tacotron 2's `logger.log_validation(...)`: scalars, histograms and a few images for TensorBoard
+    return bool(parts) and (parts[-1] in ("log", "print", "msg", "str", "repr") or parts[0] == "log" and len(parts) > 1)
 
 
 def ends_group(stmt: ast.AST) -> bool:
@@ -212,7 +215,7 @@ def _light(site: Site) -> bool:
     """An upload, or a plot that is only a plot (``plot_spectrogram_to_numpy``; SlowFast's ``plot_eval``, which
     draws hundreds of figures over the whole evaluation, is evaluation work)."""
     parts = set(_parts(site.label.split("(")[0].rsplit(".", 1)[-1]))
-    return site.kind == "logging" or bool(_PLOT_PARTS & parts) and not (LONG_PARTS - _PLOT_PARTS) & parts
+    return site.kind in ("logging", "plot") or bool(_PLOT_PARTS & parts) and not (LONG_PARTS - _PLOT_PARTS) & parts
 
 
 #: an iterable that loads data as it is walked (walking it is the work, whatever the body does)
@@ -245,11 +248,12 @@ def _writes_a_figure(call: ast.Call) -> bool:
 
 
 def _lookup_name(name: str) -> bool:
-    """``get_latest_checkpoint``, ``find_last_ckpt``, ``is_eval_step``, ``remove_old_checkpoints``: a name that
-    says it looks something up, answers a question or deletes, however much its object is long work to make."""
+    """``get_latest_checkpoint``, ``find_last_ckpt``, ``is_eval_step``, ``remove_old_checkpoints``,
+    ``load_checkpoint``: a name that says it looks something up, answers a question, deletes or reads back,
+    however much its object is long work to make."""
     name = name.lstrip("_")   # physicsnemo's `_get_checkpoint_filename`
     return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_",
-                            "detect_", "can_", "register_", "ensure_")) \
+                            "detect_", "can_", "register_", "ensure_", "load_", "restore_", "resume_")) \
         or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"], ["filename"]) \
         or _parts(name)[:1] in (["clean"], ["cleanup"], ["remove"], ["delete"], ["rm"], ["prune"], ["purge"],
                                 ["rotate"])   # open-instruct's clean_last_n_checkpoints: an rmtree of old ones
@@ -663,7 +667,9 @@ class SourceFacts:
         # Accelerate's are decided above; a bare name imported from elsewhere (ConvNeXt's `from timm.utils
         # import get_state_dict`, which unwraps a model) is not torch's
         dcp = name in DCP_CALLS and "accelerator" not in recv.lower() \
-            and not (full and not full.startswith("torch.distributed"))
+            and not (full and not full.startswith("torch.distributed")) \
+            and (not recv or recv.rsplit(".", 1)[-1][:1].isupper() or recv == "dcp" or self.resolves_to_dist(recv)) \
+            and (call.args or call.keywords)   # DPR's `model_to_save.get_state_dict()`: an object's own method
         if dcp or (name in ("save", "load") and (
                 "checkpoint" in recv.lower() and self.resolves_to_dist(recv) or recv in ("dcp",))):
             if dcp or recv:
@@ -948,7 +954,8 @@ class SourceFacts:
             inner = self.function_long_work(name)
             if inner is not None:
                 extra = "" if inner.label == label else f" (which runs {inner.label} at {inner.at})"
-                return Site(node.lineno, f"{label}{extra}", inner.kind)
+                return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner) and inner.kind != "logging"
+                            else inner.kind)
             return None
         ext = self.external(recv, name)
         if ext is not None:
@@ -957,7 +964,8 @@ class SourceFacts:
             if inner is not None:
                 inner = self._elsewhere(other, inner)
                 extra = "" if inner.label in (label, f"{func}()") else f" (which runs {inner.label} at {inner.at})"
-                return Site(node.lineno, f"{label}{extra}", inner.kind)
+                return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner) and inner.kind != "logging"
+                            else inner.kind)
             return None
         if _lookup_name(name) or _NOT_LONG_RECEIVER.search(recv or "-") \
                 or (name in ("eval", "train") and recv and not node.args) \
@@ -974,7 +982,8 @@ class SourceFacts:
             if "download" in parts and any(isinstance(a, ast.Constant) and isinstance(a.value, str)
                                            and a.value.lower().endswith(_SMALL_DOWNLOAD) for a in node.args):
                 return None   # `hf_hub_download(repo, "config.json")`: one small file
-            if name == "save_pretrained" and self._under_adapter_test(node):
+            if name == "save_pretrained" and self._under_adapter_test(node) and "merge" not in recv.lower():
+                # (OpenVLA's `merged_vla = ....merge_and_unload()` is the whole model again)
                 return None   # trlx, LLaVA: `if peft_config is not None and is_main: model.save_pretrained()`
             payload = next((a for a in node.args if not (isinstance(a, ast.Constant) and isinstance(a.value, str))),
                            None)
@@ -1025,13 +1034,17 @@ class SourceFacts:
                     found = Site(fn.lineno, f"{name}()")
                     break
                 continue
+            light: Site | None = None
             for node in walk_local(fn):
                 if node is fn:
                     continue
                 site = self.long_work_of(node)
-                if site is not None:
+                if site is not None and not _light(site):
                     found = site
                     break
+                light = light or site
+            # only drawings (Tacotron 2's log_validation: TensorBoard images): said so, for the caller to weigh
+            found = found or light
             if found:
                 break
         self._long[name] = found

@@ -866,7 +866,7 @@ def test_held_out_rounds_nine_and_ten_idioms() -> None:
     assert found(step.format("        save_checkpoint(model, os.path.join(out, 'last.ckpt'))")) == long_
     # sd-scripts: each rank loads in its turn, then all wait; the wait is one turn by design
     turns = HEAD + ("for pi in range(world_size):\n    if pi == accelerator.local_process_index:\n"
-                    "        model = load_checkpoint(path)\n    accelerator.wait_for_everyone()\n")
+                    "        model = convert_checkpoint(path)\n    accelerator.wait_for_everyone()\n")
     assert found(turns) == []
     assert found(turns.replace("pi == accelerator.local_process_index", "accelerator.local_process_index == 0")) == [
         (5, "rank0-long-work-before-collective")]
@@ -1107,3 +1107,32 @@ def test_a_file_with_a_byte_order_mark_and_alike_tests(tmp_path: Path) -> None:
     assert found(grid.format("save_image_grid(images, os.path.join(run_dir, 'reals.png'))")) == []
     assert found(grid.format("save_checkpoint(model, os.path.join(run_dir, 'last.pt'))")) == [
         (6, "rank0-long-work-before-collective")]
+
+
+def test_round_thirteen_idioms() -> None:
+    step = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\n"
+                   "def log_validation(model):\n    writer.add_image('align', plot_alignment_to_numpy(a))\n"
+                   "for x in loader:\n    model(x).backward()\n    if rank == 0:\n        {}\n")
+    # Tacotron 2: a function named for logging, whose only work is drawing for TensorBoard, is short; reading a
+    # checkpoint back is not long work either; a save is
+    assert found(step.format("log_validation(model)")) == []
+    assert found(step.format("model = load_checkpoint(path, model)")) == []
+    assert found(step.format("save_checkpoint(model, path)")) == [(9, "rank0-long-work-before-collective")]
+
+
+def test_round_fourteen_idioms() -> None:
+    fsdp = HEAD + "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nmodel = FSDP(net)\n"
+    # open_lm: `cpu_state if args.fsdp else model.state_dict()`: the state_dict of the unsharded branch
+    assert found(fsdp + "if is_master:\n    d = {'sd': cpu_state if args.fsdp else model.state_dict()}\n") == []
+    assert found(fsdp + "if is_master:\n    d = {'sd': model.state_dict()}\n") == [(6, "collective-in-rank-branch")]
+    # DPR: an object's own get_state_dict() is not torch.distributed.checkpoint's get_state_dict(model, optims)
+    dcp = HEAD + "from torch.distributed.checkpoint.state_dict import get_state_dict\nif rank == 0:\n    {}\n"
+    assert found(dcp.format("sd = model_to_save.get_state_dict()")) == []
+    assert found(dcp.format("sd = get_state_dict(model, optimizer)")) == [(5, "collective-in-rank-branch")]
+    step = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n"
+                   "    model(x).backward()\n    if rank == 0:\n        {}\n")
+    # OpenVLA: dataset statistics are a small JSON; a merged LoRA model is the whole model
+    assert found(step.format("save_dataset_statistics(stats, out)")) == []
+    assert found(step.format("if cfg.use_lora:\n            merged_vla.save_pretrained(out)")) == [
+        (8, "rank0-long-work-before-collective")]
+    assert found(step.format("if cfg.use_lora:\n            vla.save_pretrained(out)")) == []
