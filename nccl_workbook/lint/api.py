@@ -186,7 +186,7 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], *, imports: bool = True)
 
     ``imports``: also report the hazards of the local files the named files import (``engine.py``,
     ``utils.py`` beside or above a script, not installed packages), and the files those import inside the
-    script's folder (:data:`IMPORT_DEPTH`): a script's training loop or checkpoint helper often lives there.
+    script's folder or their own package (:data:`IMPORT_DEPTH`): a script's training loop or checkpoint helper often lives there.
     With ``imports=False`` they are read for their functions only (a pre-commit hook that checks the
     changed files alone)."""
     findings: list[LintFinding] = []
@@ -214,8 +214,10 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], *, imports: bool = True)
                 facts = project.facts(file)
                 for module in facts.local_modules() if facts is not None else []:
                     path = _shown(Path(module.path))
-                    # past the first level, only the script's own folder (not a library above an example)
-                    if depth and not path.resolve().is_relative_to(home):
+                    # past the first level, only the script's own folder and the package of the file that imports
+                    # it (RT-DETR's src/solver/__init__.py -> det_solver.py), not a whole library above an example
+                    if depth and not (path.resolve().is_relative_to(home)
+                                      or path.resolve().parent == Path(file).resolve().parent):
                         continue
                     if path.resolve() not in named:
                         named.add(path.resolve())

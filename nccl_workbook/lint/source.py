@@ -230,7 +230,9 @@ _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add"
 def _light_call(call: ast.Call) -> bool:
     """A call that takes no time worth counting: a print or log line, a constructor, list and string methods."""
     recv, name = call_name(call)
+    # a TensorBoard writer's add_scalar/add_image (RT-DETR's loop over its test stats) is queued to a file
     return name in _LIGHT_CALLS or name[:1].isupper() or _log_line_name(name) or _writes_a_figure(call) \
+        or name.startswith("add_") and "writer" in recv.lower() \
         or bool(re.search(r"(^|\.)(log|logger|logging|pbar|tqdm|os\.path|sys\.stdout)$", recv))
 
 

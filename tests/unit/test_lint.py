@@ -1136,3 +1136,22 @@ def test_round_fourteen_idioms() -> None:
     assert found(step.format("if cfg.use_lora:\n            merged_vla.save_pretrained(out)")) == [
         (8, "rank0-long-work-before-collective")]
     assert found(step.format("if cfg.use_lora:\n            vla.save_pretrained(out)")) == []
+
+
+def test_the_package_of_an_imported_file(tmp_path: Path) -> None:
+    # RT-DETR: tools/train.py imports src.solver (its __init__.py), which imports det_solver.py beside it,
+    # whose fit() saves on the main process and logs the test stats to TensorBoard
+    solver = tmp_path / "src" / "solver"
+    solver.mkdir(parents=True)
+    (tmp_path / "src" / "__init__.py").write_text("")
+    (solver / "__init__.py").write_text("from .det_solver import DetSolver\n")
+    (solver / "det_solver.py").write_text(
+        "import torch\nimport torch.distributed as dist\nclass DetSolver:\n    def fit(self):\n"
+        "        for epoch in range(9):\n            dist.all_reduce(t)\n            if dist.get_rank() == 0:\n"
+        "                for k, v in enumerate(stats):\n                    self.writer.add_scalar(k, v)\n"
+        "                torch.save(self.model.state_dict(), 'last.pth')\n")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "train.py").write_text("from src.solver import DetSolver\nDetSolver().fit()\n")
+    from nccl_workbook.lint import lint_paths
+    findings = lint_paths([tmp_path / "tools" / "train.py"]).findings
+    assert [(Path(f.path).name, f.line) for f in findings] == [("det_solver.py", 10)]   # the save, not the scalars
