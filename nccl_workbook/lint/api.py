@@ -180,15 +180,38 @@ def _shown(path: Path) -> Path:
     return path if rel.parts[:1] == ("..",) else rel
 
 
+def _imported_files(project: Project, files: list[Path]) -> list[Path]:
+    """The local files the named ones import, not named themselves, :data:`IMPORT_DEPTH` imports deep. Past
+    the first level, only those in the named script's own folder or in the package of the file that
+    imports them (RT-DETR's ``src/solver/__init__.py`` -> ``det_solver.py``), not a whole library above an
+    example (physicsnemo's ``examples/weather/graphcast``)."""
+    seen = {f.resolve() for f in files}
+    extra: list[Path] = []
+    level = [(f, f.resolve().parent) for f in files]   # (file, the named script's folder)
+    for depth in range(IMPORT_DEPTH):
+        found: list[tuple[Path, Path]] = []
+        for file, home in level:
+            facts = project.facts(file)
+            for module in facts.local_modules() if facts is not None else []:
+                real = Path(module.path).resolve()
+                if real in seen or depth and not (real.is_relative_to(home) or real.parent == file.resolve().parent):
+                    continue
+                seen.add(real)
+                found.append((_shown(real), home))
+        extra += [p for p, _ in found]
+        level = found
+    return extra
+
+
 def lint_paths(paths: Iterable[str | os.PathLike[str]], *, imports: bool = True) -> LintReport:
     """Files and folders (their ``.py`` files) -> one report. Missing paths and files that do not parse
     are reported as errors; every other file is still checked.
 
     ``imports``: also report the hazards of the local files the named files import (``engine.py``,
     ``utils.py`` beside or above a script, not installed packages), and the files those import inside the
-    script's folder or their own package (:data:`IMPORT_DEPTH`): a script's training loop or checkpoint helper often lives there.
-    With ``imports=False`` they are read for their functions only (a pre-commit hook that checks the
-    changed files alone)."""
+    script's folder or their own package (see :func:`_imported_files`): a script's training loop or
+    checkpoint helper often lives there. With ``imports=False`` they are read for their functions only
+    (a pre-commit hook that checks the changed files alone)."""
     findings: list[LintFinding] = []
     errors: list[LintError] = []
     checked = 0
@@ -203,35 +226,13 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], *, imports: bool = True)
             errors.append(LintError(str(raw_path), "no such file or folder"))
     # one project: a call from one file into another is followed, and so is what follows a call
     project = Project(files)
-    imported = 0
-    if imports:
-        named = {f.resolve() for f in files}
-        extra: list[Path] = []
-        level = [(f, f.resolve().parent) for f in files]
-        for depth in range(IMPORT_DEPTH):
-            found: list[tuple[Path, Path]] = []
-            for file, home in level:
-                facts = project.facts(file)
-                for module in facts.local_modules() if facts is not None else []:
-                    path = _shown(Path(module.path))
-                    # past the first level, only the script's own folder and the package of the file that imports
-                    # it (RT-DETR's src/solver/__init__.py -> det_solver.py), not a whole library above an example
-                    if depth and not (path.resolve().is_relative_to(home)
-                                      or path.resolve().parent == Path(file).resolve().parent):
-                        continue
-                    if path.resolve() not in named:
-                        named.add(path.resolve())
-                        found.append((path, home))
-            extra += [p for p, _ in found]
-            level = found
-        project.include(extra)
-        files = files + extra
-        imported = len(extra)
-    for file in files:
+    extra = _imported_files(project, files) if imports else []
+    project.include(extra)
+    for file in files + extra:
         found, error = lint_file(file, project)
         if error is not None:
             errors.append(error)
         else:
             checked += 1
             findings.extend(found)
-    return LintReport(findings=tuple(findings), errors=tuple(errors), files_checked=checked, files_imported=imported)
+    return LintReport(findings=tuple(findings), errors=tuple(errors), files_checked=checked, files_imported=len(extra))

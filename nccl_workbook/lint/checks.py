@@ -37,8 +37,8 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, _param_defaults,
-                                      call_name, dotted, ends_group, target_names, walk_local)
+from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, _const,
+                                      _param_defaults, call_name, dotted, ends_group, target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
            "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
@@ -163,9 +163,9 @@ def _main_side(f: SourceFacts, term: ast.AST) -> bool | None:
             return False   # `if local_rank and ...:` holds on the ranks other than 0
         return True if f.is_rank_condition(term) else None
     if isinstance(term, ast.Compare) and len(term.ops) == 1:
-        consts = [_const_of(s) for s in (term.left, *term.comparators)]
+        consts = [_const(s) for s in (term.left, *term.comparators)]
         if isinstance(term.comparators[0], (ast.List, ast.Tuple, ast.Set)):
-            consts += [_const_of(e) for e in term.comparators[0].elts]
+            consts += [_const(e) for e in term.comparators[0].elts]
         if 0 not in consts:
             return None
         if isinstance(term.ops[0], (ast.Eq, ast.In, ast.LtE)):
@@ -173,10 +173,6 @@ def _main_side(f: SourceFacts, term: ast.AST) -> bool | None:
         if isinstance(term.ops[0], (ast.NotEq, ast.NotIn, ast.Gt)):
             return False
     return None
-
-
-def _const_of(node: ast.AST) -> object:
-    return node.value if isinstance(node, ast.Constant) else ...
 
 
 def _main_leaves_in_a_mode(f: SourceFacts, stmt: ast.stmt) -> ast.Return | None:
@@ -253,12 +249,14 @@ def _after_a_sharded_branch(f: SourceFacts, call: ast.Call) -> bool:
 
 def _statement_of(f: SourceFacts, node: ast.AST) -> ast.stmt | None:
     """The innermost simple statement holding a call."""
+    key = ("simple statements", "")
+    if key not in f.memo:
+        f.memo[key] = [s for s in ast.walk(f.tree) if isinstance(s, ast.stmt) and id(s) in f.parents and not isinstance(
+            s, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
+                ast.AsyncFunctionDef, ast.ClassDef))]
     best: ast.stmt | None = None
-    for s in ast.walk(f.tree):
-        if isinstance(s, ast.stmt) and id(s) in f.parents and not isinstance(
-                s, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
-                    ast.AsyncFunctionDef, ast.ClassDef)) \
-                and s.lineno <= node.lineno <= (s.end_lineno or s.lineno) and (best is None or s.lineno >= best.lineno):
+    for s in f.memo[key]:   # type: ignore[attr-defined]
+        if s.lineno <= node.lineno <= (s.end_lineno or s.lineno) and (best is None or s.lineno >= best.lineno):
             best = s
     return best
 
@@ -516,8 +514,7 @@ class _RankWalk:
         line, cond = where[:2]
         if "(sharded model)" in site.label and _after_a_sharded_branch(self.f, call):
             return   # FunASR: `if self.use_deepspeed: ... elif self.rank == 0: model.state_dict()`
-        inner = re.findall(r"at line (\d+)", site.label)
-        if ours and not site.path and inner and _gated_alike(self.f, int(inner[-1]), cond, call):
+        if ours and site.reaches and _gated_alike(self.f, site.reaches, cond, call):
             return
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
@@ -575,11 +572,10 @@ class _RankWalk:
         inner = _rank_work_in(*ext)
         if inner is None:
             return
-        cond, work = inner
+        cond, work, test_names = inner
         call = stmt.value
         assert isinstance(call, ast.Call)
-        if any(kw.arg and isinstance(kw.value, ast.Constant) and re.search(rf"\b{kw.arg}\b", cond.split("`")[1])
-               for kw in call.keywords if cond.count("`") >= 2):
+        if any(kw.arg in test_names and isinstance(kw.value, ast.Constant) for kw in call.keywords):
             return   # icefall's `save_checkpoint_impl(..., rank=0)`: every rank that calls it saves
         nxt = f.next_collective_after(stmt)
         if nxt is None or f.waits_for_others(nxt.line):
@@ -848,9 +844,10 @@ def _uneven_names(f: SourceFacts) -> set[str]:
     return uneven
 
 
-def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site] | None:
+def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site, frozenset[str]] | None:
     """Long work a function does on some ranks only, with no collective after it inside the function: the
-    condition (said for a message) and the work, in the function's file; or None. Found as a rank ``if``
+    condition (said for a message), the work, in the function's file, and the names the rank test reads
+    (a caller that passes one of them as a constant, ``rank=0``, runs the work itself); or None. Found as a rank ``if``
     (``elif rank == 0: save_checkpoint(...)``), a helper named for the main process (``save_on_master``), or
     a function of the same file that does so (``depth`` levels)."""
     key = ("rank_work_in", name)
@@ -858,7 +855,7 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site]
         return f.memo[key]   # type: ignore[return-value]
     f.memo[key] = None   # recursion guard
     where = Path(f.path).name
-    found: tuple[str, Site] | None = None
+    found: tuple[str, Site, frozenset[str]] | None = None
     for fn in f.functions.get(name, []):
         # a guard (`if rank != 0: return`, icefall's checkpoint helpers), then the work, with no collective
         for i, stmt in enumerate(fn.body):
@@ -867,7 +864,7 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site]
                 work = f.first_long_work(fn.body[i + 1:])
                 if work is not None:
                     found = (f"where `{_not_text(stmt.test)}` ({where}:{stmt.lineno}) holds",
-                             replace(work, path=work.path or where))
+                             replace(work, path=work.path or where), _names_in(stmt.test))
                 break
         for node in walk_local(fn):
             if found is not None:
@@ -876,13 +873,13 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site]
                 work = f.first_long_work(node.body)
                 if work is not None and f.next_collective_after(node, depth=0) is None:
                     found = (f"where `{_cond_text(node.test)}` ({where}:{node.lineno}) holds",
-                             replace(work, path=work.path or where))
+                             replace(work, path=work.path or where), _names_in(node.test))
             elif isinstance(node, (ast.Expr, ast.Assign)) and isinstance(node.value, ast.Call) \
                     and f.next_collective_after(node, depth=0) is None:
                 recv, callee = call_name(node.value)
                 if _ON_MAIN.search(callee):
                     found = (f"on the main process ({callee}() tests the rank inside)",
-                             Site(node.lineno, f"{callee}()", path=where))
+                             Site(node.lineno, f"{callee}()", path=where), frozenset())
                 elif depth > 0 and recv in ("", "self", "cls") and callee in f.functions and callee != name:
                     found = _rank_work_in(f, callee, depth - 1)
                 elif depth > 0 and recv in ("self", "cls") and callee not in f.functions:
@@ -890,6 +887,10 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site]
                     found = _rank_work_in(*other, depth - 1) if other is not None else None
     f.memo[key] = found
     return found
+
+
+def _names_in(test: ast.AST) -> frozenset[str]:
+    return frozenset(n.id for n in ast.walk(test) if isinstance(n, ast.Name))
 
 
 def _second_of_main_first(f: SourceFacts, stmt: ast.If, work: Site) -> bool:
@@ -1040,7 +1041,7 @@ def _probe(node: ast.Try) -> bool:
     """A try that asks whether the backend has a collective at all (DLRM: ``dist.all_to_all_single(t, t)`` on a
     dummy tensor, then ``alltoall_supported = True``): an unsupported collective fails on every rank alike,
     before any message is sent."""
-    return any(isinstance(s, ast.Assign) and _const_of(s.value) is True
+    return any(isinstance(s, ast.Assign) and _const(s.value) is True
                and any(_PROBE_FLAG.search(n) for t in s.targets for n in target_names(t)) for s in node.body)
 
 

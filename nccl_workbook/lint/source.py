@@ -306,6 +306,8 @@ class Site:
     kind: str = "work"
     #: the file, when it is not the one being read (a function of another file of the project)
     path: str = ""
+    #: for a call of a function of this file that reaches a collective: the line of that collective
+    reaches: int = 0
 
     @property
     def at(self) -> str:
@@ -625,7 +627,8 @@ class SourceFacts:
         if recv in ("self", "cls", "") and name in self.functions and not full:
             inner = self.function_collective(name, include_backward=include_backward)
             if inner is not None:
-                return Site(line, f"{label} (which reaches {inner.label} at {inner.at})")
+                return Site(line, f"{label} (which reaches {inner.label} at {inner.at})",
+                            reaches=0 if inner.path else inner.reaches or inner.line)
             return None
         ext = self.external(recv, name)
         if ext is not None:
