@@ -107,6 +107,33 @@ class Project:
                 out.extend((other, stmt) for stmt in other.calls_to.get(name, []))
         return out
 
+    def calls_into(self, facts: SourceFacts) -> list[tuple[SourceFacts, ast.Call, str]]:
+        """The calls of the other files named on the command line to a top-level function or class of
+        ``facts`` (``from model.trainer import XMemTrainer`` then ``XMemTrainer(config, logger=logger)``,
+        or ``trainer.XMemTrainer(...)``): (the calling file, the call, the name called in ``facts``)."""
+        out: list[tuple[SourceFacts, ast.Call, str]] = []
+        top = {n.name for n in facts.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        for other, alias, sub, module, submodule in self._imports():
+            if other is facts:
+                continue
+            if sub and module is facts and sub in top:
+                names, recv = {alias: sub}, None
+            elif not sub and module is facts or sub and submodule is facts:
+                names, recv = {n: n for n in top}, alias
+            else:
+                continue
+            for called, name in names.items():
+                for stmt in other.calls_to.get(called, []):
+                    for node in ast.walk(stmt):
+                        if not isinstance(node, ast.Call):
+                            continue
+                        func = node.func
+                        if recv is None and isinstance(func, ast.Name) and func.id == called or \
+                                recv is not None and isinstance(func, ast.Attribute) and func.attr == called \
+                                and isinstance(func.value, ast.Name) and func.value.id == recv:
+                            out.append((other, node, name))
+        return out
+
     def _imports(self) -> list[tuple[SourceFacts, str, str, SourceFacts | None, SourceFacts | None]]:
         """Every local import of the files named on the command line, resolved once: (the importing file,
         the name bound, the name imported from the module, the module's facts, the facts of

@@ -489,6 +489,45 @@ class SourceFacts:
             (on_some if id(node) in under_rank or rank_exp else on_all).update(names)
         self.rank_objects |= on_some - on_all
 
+    def is_rank_object(self, name: str) -> bool:
+        """Does ``name`` hold an object on some ranks only and ``None`` on the others (so that ``name is not
+        None`` tests the rank)? Bound so in this file, or handed in by a caller in another file."""
+        return name in self.rank_objects or name in self._handed_rank_objects()
+
+    def _handed_rank_objects(self) -> set[str]:
+        """Parameters of this file's functions and classes that a caller in another file of the project fills
+        with one of its rank objects, and the attributes ``__init__`` keeps them in (XMem: ``logger`` made
+        under ``if local_rank == 0``, then ``XMemTrainer(config, logger=logger)``; the trainer's ``if
+        self.logger is not None: self.save_checkpoint(it)`` runs on rank 0 only)."""
+        key = ("handed_rank_objects", "")
+        if self.project is None:
+            return set()
+        if key not in self.memo:
+            out: set[str] = set()
+            self.memo[key] = out
+            classes = {n.name: n for n in self.tree.body if isinstance(n, ast.ClassDef)}
+            for other, call, name in self.project.calls_into(self):
+                if not other.rank_objects:
+                    continue
+                if name in classes:
+                    fn = next((n for n in classes[name].body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                               and n.name == "__init__"), None)
+                    skip = 1
+                else:
+                    fn, skip = next(iter(self.functions.get(name, [])), None), 0
+                if fn is None:
+                    continue
+                params = [a.arg for a in (fn.args.posonlyargs + fn.args.args)[skip:]]
+                handed = [params[i] for i, a in enumerate(call.args[:len(params)])
+                          if isinstance(a, (ast.Name, ast.Attribute)) and dotted(a) in other.rank_objects]
+                handed += [kw.arg for kw in call.keywords if kw.arg
+                           and isinstance(kw.value, (ast.Name, ast.Attribute)) and dotted(kw.value) in other.rank_objects]
+                out.update(handed)
+                for node in walk_local(fn):
+                    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in handed:
+                        out.update(dotted(t) for t in node.targets if isinstance(t, ast.Attribute))
+        return self.memo[key]   # type: ignore[return-value]
+
     def _index_block(self, block: list[ast.stmt], owner: ast.AST) -> None:
         for i, stmt in enumerate(block):
             self.parents[id(stmt)] = (block, i, owner)
@@ -573,7 +612,7 @@ class SourceFacts:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return self.is_rank_condition(node.operand)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
-                and isinstance(node.left, (ast.Name, ast.Attribute)) and dotted(node.left) in self.rank_objects \
+                and isinstance(node.left, (ast.Name, ast.Attribute)) and self.is_rank_object(dotted(node.left)) \
                 and _const(node.comparators[0]) is None:
             return True
         if isinstance(node, ast.Compare):

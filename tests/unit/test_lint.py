@@ -1004,6 +1004,30 @@ def test_a_method_of_an_object_of_an_imported_class(tmp_path: Path) -> None:
     assert lint_paths([tmp_path / "train.py"]).findings == ()
 
 
+def test_an_object_made_on_rank_zero_and_handed_to_a_class_of_another_file(tmp_path: Path) -> None:
+    # XMem: `logger = TensorboardLogger(...)` under `if local_rank == 0` (None elsewhere), handed in as
+    # `XMemTrainer(config, logger=logger)`; the trainer's `if self.logger is not None: self.save_checkpoint(it)`
+    # runs on rank 0 only while the other ranks go on into the DDP backward
+    (tmp_path / "trainer.py").write_text(
+        "import torch\nclass Trainer:\n    def __init__(self, model, logger=None):\n"
+        "        self.model = torch.nn.parallel.DistributedDataParallel(model)\n"
+        "        self.logger = logger\n    def step(self, x, it):\n        if self.logger is not None:\n"
+        "            torch.save(self.model.state_dict(), 'c.pt')\n        self.model(x).backward()\n")
+    train = ("import torch\nfrom trainer import Trainer\nmodel = Net()\n"
+             "logger = None\nif {}:\n    logger = Logger()\ntrainer = Trainer(model, logger={})\n")
+    from nccl_workbook.lint import lint_paths
+    (tmp_path / "train.py").write_text(train.format("local_rank == 0", "logger"))
+    findings = lint_paths([tmp_path / "train.py"]).findings
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in findings] == [
+        ("trainer.py", 8, "rank0-long-work-before-collective")]
+    # handed in positionally: the same
+    (tmp_path / "train.py").write_text(train.format("local_rank == 0", "logger").replace("logger=logger", "logger"))
+    assert len(lint_paths([tmp_path / "train.py"]).findings) == 1
+    # a logger every rank has (made under a setting, not a rank) tests nothing about the rank
+    (tmp_path / "train.py").write_text(train.format("args.log", "logger"))
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
+
+
 def test_held_out_rounds_eleven_and_twelve_idioms() -> None:
     ddp = HEAD + "model = torch.nn.parallel.DistributedDataParallel(net)\n"
     # FunASR: an object built with the rank (`Trainer(rank=rank)`) is no share of the data; a dataset is
