@@ -739,15 +739,49 @@ def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
     while fn is not None:
         scopes.append(fn)
         fn = f.enclosing_function(fn)
+    ranks = _ranks_where(f, stmt.test)
     for scope in scopes[-1:] or [f.tree]:   # the outermost function (it holds the inner ones), or the module
         for node in ast.walk(scope):
             if isinstance(node, ast.If) and node is not stmt and f.is_rank_condition(node.test):
                 text = ast.unparse(node.test)
                 if text == test:
                     other |= _explicit_calls(f, node.orelse)
-                elif text == negated or _not_text(node.test) == test:
+                elif text == negated or _not_text(node.test) == test or _complementary(ranks, _ranks_where(f, node.test)):
                     other |= _explicit_calls(f, node.body)
     return mine <= other
+
+
+#: the ranks of a distributed run a test is tried on (-1, "not distributed", is left out: no collective waits there)
+_SOME_RANKS = range(0, 4)
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Gt: lambda a, b: a > b,
+            ast.GtE: lambda a, b: a >= b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
+            ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+
+
+def _ranks_where(f: SourceFacts, test: ast.AST) -> tuple[str, frozenset[int]] | None:
+    """(the rank it reads, the ranks among 0-3 where it holds) for a plain comparison of a rank with numbers
+    (``local_rank > 0``, ``rank not in [-1, 0]``); None for anything else."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE):
+        return None
+    left, right = test.left, test.comparators[0]
+    op = _COMPARE[type(test.ops[0])]
+    if isinstance(right, (ast.List, ast.Tuple, ast.Set)):
+        value: object = [_const(e) for e in right.elts]
+        if not all(isinstance(v, int) for v in value):   # type: ignore[union-attr]
+            return None
+    else:
+        value = _const(right)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+    if not f.is_rank_value(left):
+        return None
+    return ast.unparse(left), frozenset(r for r in _SOME_RANKS if op(r, value))
+
+
+def _complementary(a: tuple[str, frozenset[int]] | None, b: tuple[str, frozenset[int]] | None) -> bool:
+    """Do the two tests of the same rank hold on exactly the opposite ranks (``local_rank > 0`` and
+    ``local_rank == 0``: YOLOX's and YOLOv5's ``wait_for_the_master`` barriers around a ``yield``)?"""
+    return a is not None and b is not None and a[0] == b[0] and not a[1] & b[1] and a[1] | b[1] == frozenset(_SOME_RANKS)
 
 
 def check_rank_branches(f: SourceFacts) -> list[RawFinding]:

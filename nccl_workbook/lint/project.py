@@ -20,6 +20,7 @@ Usage::
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 from nccl_workbook.lint.source import SourceFacts
@@ -80,6 +81,10 @@ class Project:
     def any_data_parallel(self) -> bool:
         """Does a file named on the command line wrap a model for data parallelism (DDP, FSDP, ...)?"""
         return any(f is not None and f.data_parallel for f in (self.facts(p) for p in self._given))
+
+    def any_named(self, test: Callable[[SourceFacts], bool]) -> bool:
+        """Does ``test`` hold for a file named on the command line?"""
+        return any(f is not None and test(f) for f in (self.facts(p) for p in self._named))
 
     def given(self, path: Path) -> bool:
         """Was this file named on the command line, or included as an import of one (its own findings

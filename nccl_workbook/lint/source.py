@@ -77,6 +77,9 @@ HELPER_NAME = re.compile(r"(^|_)(all_?reduce|all_?gather|barrier|synchronize|red
 #: torch.distributed.checkpoint and FSDP state-dict helpers (collective over the group)
 DCP_CALLS = frozenset({"save_state_dict", "get_model_state_dict", "get_optimizer_state_dict", "get_state_dict",
                        "full_optim_state_dict", "optim_state_dict", "sharded_optim_state_dict"})
+#: the DCP/FSDP state-dict getters: a collective only over a sharded model (FSDP, DTensor parameters)
+_DCP_GETTERS = frozenset({"get_model_state_dict", "get_optimizer_state_dict", "get_state_dict",
+                          "full_optim_state_dict", "optim_state_dict", "sharded_optim_state_dict"})
 #: classes whose instances shard a model: their forward, generate, backward and state_dict are collective
 SHARDING_WRAPPERS = re.compile(r"(^|\.)(FSDP|FullyShardedDataParallel|fully_shard|deepspeed\.initialize)$")
 #: classes whose instances run collectives (``acc = Accelerator(); acc.gather(t)``)
@@ -302,7 +305,8 @@ class Site:
 
     line: int
     label: str
-    #: for long work: ``"logging"`` when it is a push to a logging service, else ``"work"``
+    #: for long work: ``"logging"`` when it is a push to a logging service, else ``"work"``; for a collective:
+    #: ``"gathers shards"`` for a DCP state-dict getter (a collective over a sharded model only)
     kind: str = "work"
     #: the file, when it is not the one being read (a function of another file of the project)
     path: str = ""
@@ -352,6 +356,8 @@ class SourceFacts:
         self.may_shard = True
         #: local name -> (module, name in it or "" for the module itself, relative-import level)
         self.import_from: dict[str, tuple[str, str, int]] = {}
+        #: (module, relative-import level) of each ``from module import *``
+        self.star_imports: list[tuple[str, int]] = []
         #: the other files of the user's project, when linted as part of one (see lint/project.py)
         self.project: Project | None = None
         #: names holding an object on some ranks only, ``None`` on the others (see _index_rank_objects)
@@ -413,10 +419,14 @@ class SourceFacts:
             elif isinstance(node, ast.Import):
                 for a in node.names:
                     self.modules[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-                    if a.asname or "." not in a.name:
-                        self.import_from[a.asname or a.name] = (a.name, "", 0)
+                    # `import training.training_loop` (EDM2), then `training.training_loop.training_loop(...)`:
+                    # the dotted name is the receiver of its calls
+                    self.import_from[a.asname or a.name] = (a.name, "", 0)
             elif isinstance(node, ast.ImportFrom):
                 for a in node.names:
+                    if a.name == "*":
+                        self.star_imports.append((node.module or "", node.level))
+                        continue
                     if node.module:
                         full = f"{node.module}.{a.name}"
                         self.imported[a.asname or a.name] = full
@@ -673,9 +683,13 @@ class SourceFacts:
         if ext is not None:
             other, func = ext
             inner = other.function_collective(func, include_backward=include_backward)
+            if inner is not None and inner.kind == "gathers shards" and not self._may_shard_here():
+                # physicsnemo's save_checkpoint() calls get_optimizer_state_dict() only for an FSDP or DTensor
+                # model; a script that never shards its model (graphcast's DDP) reaches no collective there
+                return None
             if inner is not None:
                 inner = self._elsewhere(other, inner)
-                return Site(line, f"{label} (which reaches {inner.label} at {inner.at})")
+                return Site(line, f"{label} (which reaches {inner.label} at {inner.at})", kind=inner.kind)
             return None
         if name in DIST_COLLECTIVES and (self.resolves_to_dist(recv) or full.startswith("torch.distributed")):
             return Site(line, label)
@@ -717,11 +731,11 @@ class SourceFacts:
         if dcp or (name in ("save", "load") and (
                 "checkpoint" in recv.lower() and self.resolves_to_dist(recv) or recv in ("dcp",))):
             if dcp or recv:
-                return Site(line, label)
+                return Site(line, label, kind="gathers shards" if name in _DCP_GETTERS else "work")
         if full and not recv:
             module = full.rsplit(".", 1)[0]
             if module.startswith("torch.distributed") and (name in DIST_COLLECTIVES or name in DCP_CALLS):
-                return Site(line, label)
+                return Site(line, label, kind="gathers shards" if name in _DCP_GETTERS else "work")
             if module.startswith("torch.distributed.checkpoint") and name in ("save", "load", "async_save"):
                 return Site(line, f"{label} (torch.distributed.checkpoint)")
             if HELPER_NAME.search(name) and not module.startswith(("torch.nn", "numpy", "functools")):
@@ -754,6 +768,10 @@ class SourceFacts:
                 if fn.lineno <= line <= (fn.end_lineno or fn.lineno) and (best is None or fn.lineno > best.lineno):
                     best = fn
         return best
+
+    def _may_shard_here(self) -> bool:
+        """Does this file, or a file named on the command line, say it may shard its model?"""
+        return self.may_shard or self.project is not None and self.project.any_named(lambda f: f.may_shard)
 
     def _backward_is_all_reduce(self) -> bool:
         """This file, or a file of the project that imports it (an engine.py whose model main.py wraps),
@@ -811,9 +829,28 @@ class SourceFacts:
             other = self.project.module(module, here, level) if module else None
             if other is None or name not in other.functions:
                 other = self.project.module(f"{module}.{sub}" if module else sub, here, level)
+        if other is not None and func not in other.functions:
+            other = other.defining(func)
         if other is None or other is self or func not in other.functions:
             return None
         return other, func
+
+    def defining(self, name: str) -> SourceFacts | None:
+        """The file of the project that defines ``name`` for this one: itself, or a module it re-exports the
+        name from (a package's ``__init__.py`` with ``from .checkpoint import *`` or ``from .checkpoint
+        import save_model``, 4M's ``import fourm.utils as utils`` then ``utils.save_model(...)``)."""
+        if name in self.functions or self.project is None:
+            return self
+        here = Path(self.path)
+        if name in self.import_from:
+            module, sub, level = self.import_from[name]
+            found = self.project.module(module, here, level) if module and sub == name else None
+            return found if found is not None and name in found.functions else None
+        for module, level in self.star_imports:
+            found = self.project.module(module, here, level)
+            if found is not None and found is not self and name in found.functions:
+                return found
+        return None
 
     def _instances(self) -> dict[str, str]:
         """Names bound to an object of an imported class (``mgr = CheckpointManager()``): name -> the class's
@@ -821,12 +858,21 @@ class SourceFacts:
         if ("instances", "") not in self.memo:
             out: dict[str, str] = {}
             for node in ast.walk(self.tree):
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
-                        and isinstance(node.value.func, ast.Name) and node.value.func.id in self.import_from \
-                        and node.value.func.id[:1].isupper():
-                    for t in node.targets:
-                        if isinstance(t, (ast.Name, ast.Attribute)):
-                            out[dotted(t)] = node.value.func.id
+                if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+                    continue
+                func = node.value.func
+                if isinstance(func, ast.Name) and func.id in self.import_from and func.id[:1].isupper():
+                    imported = func.id
+                elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                        and func.value.id in self.import_from and func.attr[:1].isupper():
+                    # a class of an imported module (EDM2's `checkpoint = dist.CheckpointIO(...)`, with
+                    # `from torch_utils import distributed as dist`): the module's name
+                    imported = func.value.id
+                else:
+                    continue
+                for t in node.targets:
+                    if isinstance(t, (ast.Name, ast.Attribute)):
+                        out[dotted(t)] = imported
             self.memo[("instances", "")] = out
         return self.memo[("instances", "")]   # type: ignore[return-value]
 
@@ -864,7 +910,7 @@ class SourceFacts:
         if self.project is None:
             return []
         here, out = Path(self.path), []
-        for module, sub, level in self.import_from.values():
+        for module, sub, level in [*self.import_from.values(), *((m, "", lv) for m, lv in self.star_imports)]:
             # `from train import trainers`: the package's __init__.py and the module train/trainers.py (HALOs)
             for other in (self.project.module(module, here, level) if module else None,
                           self.project.module(f"{module}.{sub}" if module else sub, here, level) if sub else None):

@@ -1028,6 +1028,75 @@ def test_an_object_made_on_rank_zero_and_handed_to_a_class_of_another_file(tmp_p
     assert lint_paths([tmp_path / "train.py"]).findings == ()
 
 
+def test_a_dotted_import_a_star_re_export_and_an_object_of_a_module_s_class(tmp_path: Path) -> None:
+    from nccl_workbook.lint import lint_paths
+    (tmp_path / "training").mkdir()
+    (tmp_path / "utils").mkdir()
+    # EDM2: `import training.training_loop`, then `training.training_loop.training_loop(...)`
+    (tmp_path / "training" / "loop.py").write_text(
+        "import torch\nimport torch.distributed as dist\nfrom utils import io\n"
+        "def loop(model, loader):\n    ckpt = io.CheckpointIO(model)\n    for x in loader:\n"
+        "        ckpt.save('state.pt')\n        model(x).backward()\n        dist.all_reduce(x)\n")
+    # EDM2: `checkpoint = dist.CheckpointIO(...)` of `from torch_utils import distributed as dist`, whose save()
+    # writes on rank 0 only
+    (tmp_path / "utils" / "io.py").write_text(
+        "import torch\nimport torch.distributed as dist\nclass CheckpointIO:\n    def save(self, path):\n"
+        "        if dist.get_rank() == 0:\n            torch.save(self.model.state_dict(), path)\n")
+    (tmp_path / "utils" / "__init__.py").write_text("")
+    (tmp_path / "train.py").write_text("import training.loop\ntraining.loop.loop(model, loader)\n")
+    findings = lint_paths([tmp_path / "train.py"]).findings
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in findings] == [
+        ("loop.py", 7, "rank0-long-work-before-collective")]
+    assert "io.py:6" in findings[0].message
+    # 4M: `import fourm.utils as utils`, then `utils.save_model(...)`, defined in utils/checkpoint.py and
+    # re-exported by the package's `from .checkpoint import *`
+    (tmp_path / "utils" / "checkpoint.py").write_text(
+        "import torch\nimport torch.distributed as dist\ndef save_model(model, path):\n"
+        "    if dist.get_rank() == 0:\n        torch.save(model.state_dict(), path)\n")
+    (tmp_path / "utils" / "__init__.py").write_text("from .checkpoint import *\n")
+    (tmp_path / "train.py").write_text(
+        "import torch.distributed as dist\nimport utils\nfor epoch in range(9):\n    dist.all_reduce(x)\n"
+        "    utils.save_model(model, 'c.pt')\n")
+    findings = lint_paths([tmp_path / "train.py"]).findings
+    assert [(Path(f.path).name, f.line) for f in findings] == [("train.py", 5)]
+    assert "checkpoint.py:5" in findings[0].message
+    # without the re-export the function is not found, and nothing is reported
+    (tmp_path / "utils" / "__init__.py").write_text("from .io import *\n")
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
+
+
+def test_barriers_on_complementary_rank_tests_around_a_yield() -> None:
+    # YOLOX's and YOLOv5's wait_for_the_master: the others wait before the yield, the master after it
+    src = ("import torch.distributed as dist\nfrom contextlib import contextmanager\n@contextmanager\n"
+           "def zero_first(local_rank):\n    if local_rank {}:\n        dist.barrier()\n    yield\n"
+           "    if local_rank == 0:\n        if not dist.is_initialized():\n            return\n"
+           "        dist.barrier()\n")
+    for test in ("> 0", "not in [-1, 0]", "!= 0", ">= 1"):
+        assert found(src.format(test)) == [], test
+    # tests that are not each other's complement leave a rank out of one barrier
+    for test in ("== 1", "> 1"):
+        assert found(src.format(test)) == [(6, "collective-in-rank-branch"), (11, "collective-in-rank-branch")]
+
+
+def test_a_state_dict_getter_of_another_file_gathers_only_for_a_sharded_model(tmp_path: Path) -> None:
+    # physicsnemo's save_checkpoint() calls get_optimizer_state_dict() under `if is_distributed:` (an FSDP
+    # or DTensor model); graphcast calls it on rank 0 with a DDP model: long work, not a collective
+    (tmp_path / "ckpt.py").write_text(
+        "import torch\nfrom torch.distributed.checkpoint.state_dict import get_optimizer_state_dict\n"
+        "def save_checkpoint(path, model, optimizer):\n    if is_distributed(model):\n"
+        "        state = get_optimizer_state_dict(model, optimizer)\n    else:\n        state = optimizer.state_dict()\n"
+        "    torch.save(state, path)\n")
+    train = ("import torch\nfrom ckpt import save_checkpoint\nmodel = {}(net)\nfor x in loader:\n"
+             "    model(x).sum().backward()\n    if rank == 0:\n        save_checkpoint('c.pt', model, opt)\n")
+    from nccl_workbook.lint import lint_paths
+    (tmp_path / "train.py").write_text(train.format("torch.nn.parallel.DistributedDataParallel"))
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings] == [
+        (7, "rank0-long-work-before-collective")]
+    (tmp_path / "train.py").write_text(train.format("FSDP"))
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings] == [
+        (7, "collective-in-rank-branch")]
+
+
 def test_held_out_rounds_eleven_and_twelve_idioms() -> None:
     ddp = HEAD + "model = torch.nn.parallel.DistributedDataParallel(net)\n"
     # FunASR: an object built with the rank (`Trainer(rank=rank)`) is no share of the data; a dataset is
