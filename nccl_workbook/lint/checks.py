@@ -48,8 +48,8 @@ __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", 
 MAX_LOADER_FRACTION: float = inspect.signature(loader_problems).parameters["max_fraction"].default
 
 _NAN = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
-_DATA_NAME = re.compile(r"(batch|loss|local|metric|output|pred|sample|result|item|record|example|token|grad|inputs)",
-                        re.IGNORECASE)
+_DATA_NAME = re.compile(r"(batch|loss|local|metric|output|pred|sample|result|item|record|example|token|grad|inputs|"
+                        r"\btargets?\b|\blabels?\b)", re.IGNORECASE)
 _EMPTY_TEST = re.compile(r"^not |is None|len\(|== 0\b|numel\(\)|< 1\b")
 #: the narrower test for "a collective only under this condition": a count or a NaN of local data
 _LOCAL_COUNT_TEST = re.compile(r"len\(|numel\(\)|\.shape\[0\]|\.size\(0\)|isnan|isinf|isfinite")
@@ -99,6 +99,13 @@ class RawFinding:
 
 def _cond_text(node: ast.AST) -> str:
     text = ast.unparse(node)
+    if len(text) > 60 and isinstance(node, ast.BoolOp) and len(node.values) <= 3:
+        # each term shortened to its end, where the name that decides is (`...ype.DEEPSPEED or
+        # ...is_main_process`), not the first 60 characters of the first term
+        k = 70 // len(node.values)
+        parts = [ast.unparse(v) for v in node.values]
+        return f" {'and' if isinstance(node.op, ast.And) else 'or'} ".join(
+            p if len(p) <= k else "..." + p[-(k - 3):] for p in parts)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -247,6 +254,32 @@ def _after_a_sharded_branch(f: SourceFacts, call: ast.Call) -> bool:
     return False
 
 
+def _sharded_or_rank(f: SourceFacts, node: ast.AST, line: int) -> bool:
+    """Is the rank test at ``line`` around ``node`` "sharded, or the main rank" (``if distributed_type in
+    (DEEPSPEED, FSDP) or accelerator.is_main_process: accelerator.save_state()``)? Sharded, every rank comes
+    in (the collective pairs); unsharded, the call is the main rank's own work. A test of DeepSpeed alone
+    (diffusers' scripts, CogVideo, Open-Sora-Plan) is not: under FSDP the main rank gathers alone."""
+    return _sharded_term(f, node, line) == "all"
+
+
+def _sharded_term(f: SourceFacts, node: ast.AST, line: int) -> str:
+    """``"all"`` when the rank test at ``line`` is "sharded (every kind), or the main rank", ``"deepspeed"``
+    when it is "DeepSpeed, or the main rank", else ``""``."""
+    around = _enclosing_ifs(f, node)
+    if isinstance(node, ast.stmt) and id(node) in f.parents and isinstance(f.parents[id(node)][2], ast.If):
+        around.append(f.parents[id(node)][2])   # the first statement of a region: the `if` it is in
+    for test in (n.test for n in around if n.lineno == line):
+        if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or)):
+            continue
+        shared = " ".join(ast.unparse(v) for v in test.values if not f.is_rank_condition(v))
+        # DeepSpeed alone leaves FSDP, where Accelerate's save_state gathers too, to the main rank (Open-Sora-Plan)
+        if re.search(r"(?i)shard|zero", shared) or re.search(r"(?i)deepspeed", shared) and re.search(r"(?i)fsdp", shared):
+            return "all"
+        if re.search(r"(?i)deepspeed", shared):
+            return "deepspeed"
+    return ""
+
+
 def _statement_of(f: SourceFacts, node: ast.AST) -> ast.stmt | None:
     """The innermost simple statement holding a call."""
     key = ("simple statements", "")
@@ -373,6 +406,35 @@ def _none_for_a_shared_reason(f: SourceFacts, stmt: ast.If) -> bool:
     return True
 
 
+_SHARE_WORDS = re.compile(r"rank|shard|local|split|part|process|my_|own", re.IGNORECASE)
+
+
+def _counts_a_shared_list(f: SourceFacts, stmt: ast.If) -> bool:
+    """``n = len(self.state.validation_prompts)``; ``if n == 0: return`` (CogVideo): the count of a list kept
+    on an object and bound in this file only to values read the same way on every rank (a prompt file), not
+    to a rank's share of it: every rank leaves together."""
+    test = stmt.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)):
+        return False
+    scope = f._scope_of(stmt.lineno) or f.tree
+    makers = [n.value for n in walk_local(scope) if isinstance(n, ast.Assign) and n.lineno < stmt.lineno
+              and any(isinstance(t, ast.Name) and t.id == test.left.id for t in n.targets)]
+    if not makers:
+        return False
+    maker = max(makers, key=lambda v: v.lineno)
+    if not (isinstance(maker, ast.Call) and isinstance(maker.func, ast.Name) and maker.func.id == "len"
+            and len(maker.args) == 1 and isinstance(maker.args[0], ast.Attribute)):
+        return False
+    held = dotted(maker.args[0])
+    if not held.startswith(("self.", "args.", "cfg.", "config.")) or _SHARE_WORDS.search(held):
+        return False
+    last = held.rsplit(".", 1)[-1]
+    bound = [n.value for n in ast.walk(f.tree) if isinstance(n, ast.Assign)
+             and any(isinstance(t, ast.Attribute) and t.attr == last for t in n.targets)]
+    return all(not any(f.is_rank_value(x) for x in ast.walk(v)) and not _SHARE_WORDS.search(ast.unparse(v))
+               for v in bound)
+
+
 def _without_shared(text: str) -> str:
     """A test's text without the terms that are the same on every rank."""
     # whether a parameter has a gradient follows the model's graph, the same on every rank (modded-nanogpt's
@@ -464,6 +526,19 @@ class _RankWalk:
                     self.region(stmt.body, inner, after=stmt)
                     if stmt.orelse:
                         self.region(stmt.orelse, other, after=stmt)
+                elif where is None and paired and stmt.orelse:
+                    # Glow-TTS: `if rank == 0: train(...); evaluate(...); save_checkpoint(...) else: train(...)`:
+                    # both sides train together, then rank 0 alone evaluates and saves while the others are
+                    # already in the next epoch's first all-reduce
+                    loop = f.enclosing_loop(stmt)
+                    for side, cond, others in ((stmt.body, _cond_text(stmt.test), stmt.orelse),
+                                               (stmt.orelse, _not_text(stmt.test), stmt.body)):
+                        last = max((i for i, s in enumerate(side) if f.first_collective(s) is not None), default=None)
+                        again = f.first_collective(others) if loop is not None else None
+                        if last is not None and again is not None:
+                            self.region(side[last + 1:], (stmt.lineno, cond, _escapes(f, stmt.test)), after=stmt,
+                                        then=replace(again, label=f"the next pass of the loop at line {loop.lineno}: "
+                                                                  f"{again.label}"))
                 self.block(stmt.body, where or inner)
                 self.block(stmt.orelse, where or other)
             else:
@@ -514,18 +589,24 @@ class _RankWalk:
         line, cond = where[:2]
         if "(sharded model)" in site.label and _after_a_sharded_branch(self.f, call):
             return   # FunASR: `if self.use_deepspeed: ... elif self.rank == 0: model.state_dict()`
-        if ours and site.reaches and _gated_alike(self.f, site.reaches, cond, call):
+        if ours and site.reaches and _gated_alike(self.f, site.reaches, cond, call) \
+                or site.kind == "gathers shards" and _sharded_or_rank(self.f, call, line):
             return
+        extra = ""
+        if site.kind == "gathers shards" and _sharded_term(self.f, call, line) == "deepspeed":
+            extra = " (under DeepSpeed every rank calls it; under FSDP only these ranks do)"
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
-            f"{site.label} runs only on the ranks where `{cond}` (line {line}) holds"))
+            f"{site.label} runs only on the ranks where `{cond}` (line {line}) holds{extra}"))
 
     def region(self, stmts: list[ast.stmt], where: Where | None, *, after: ast.AST | None,
-               function: ast.FunctionDef | ast.AsyncFunctionDef | None = None) -> None:
-        """Long work on some ranks only, then a collective that every rank reaches."""
+               function: ast.FunctionDef | ast.AsyncFunctionDef | None = None, then: Site | None = None) -> None:
+        """Long work on some ranks only, then a collective that every rank reaches (``then``: the one the
+        other ranks reach when nothing after ``after`` is one)."""
         # what runs under an escape test (`if use_fsdp_eval:`) runs on every rank: not part of the region
         skip = _escaped(stmts, where[2]) if where is not None and where[2] else frozenset()
-        if where is None or not stmts or self._explicit_collective(stmts, skip):
+        if where is None or not stmts or self._explicit_collective(
+                stmts, skip, sharded_alike=where is not None and bool(stmts) and _sharded_or_rank(self.f, stmts[0], where[0])):
             return
         work = self.f.first_long_work(stmts, skip)
         if work is None:
@@ -539,6 +620,7 @@ class _RankWalk:
         elif after is not None:
             # two levels of callers: save_on_master <- save_model (same file) <- main.py's loop (VideoMAE)
             nxt = self.f.next_collective_after(after, depth=2)
+        nxt = nxt or then
         if nxt is None or self.f.waits_for_others(nxt.line) or self.budgeted:
             return
         if isinstance(after, ast.If) and _second_of_main_first(self.f, after, work):
@@ -586,13 +668,17 @@ class _RankWalk:
             f"{label} runs {work.label} at {work.at} only {cond}, while the other ranks go on to {nxt.label} at "
             f"{nxt.at}"))
 
-    def _explicit_collective(self, stmts: list[ast.stmt], skip: frozenset[int] = frozenset()) -> bool:
+    def _explicit_collective(self, stmts: list[ast.stmt], skip: frozenset[int] = frozenset(), *,
+                             sharded_alike: bool = False) -> bool:
         """Does the region call a collective itself (rule 1 reports it), not counting a backward reached
-        through a function of the file?"""
+        through a function of the file? With ``sharded_alike`` (the region runs where "sharded, or the main
+        rank" holds), a collective of a sharded model does not count: unsharded, it is the main rank's work."""
         for stmt in stmts:
             for node in walk_local(stmt, skip):
-                if isinstance(node, ast.Call) and call_name(node)[1] not in POINT_TO_POINT and self.f.collective_of(
-                        node, include_backward=not self.f.calls_a_function_of_ours(node)) is not None:
+                if not isinstance(node, ast.Call) or call_name(node)[1] in POINT_TO_POINT:
+                    continue
+                site = self.f.collective_of(node, include_backward=not self.f.calls_a_function_of_ours(node))
+                if site is not None and not (sharded_alike and site.kind == "gathers shards"):
                     return True
         return False
 
@@ -617,6 +703,7 @@ class _RankWalk:
             return
         rank_cond = f.is_rank_condition(stmt.test)
         data_cond = not rank_cond and (_is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
+                                       and not _counts_a_shared_list(f, stmt)
                                        or isinstance(exit_stmt, ast.Break) and _per_rank_statistic(f, stmt) is not None)
         if (isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or
                 isinstance(exit_stmt, ast.Continue) and data_cond) and not _under_join(f, stmt):
@@ -740,7 +827,12 @@ def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
         scopes.append(fn)
         fn = f.enclosing_function(fn)
     ranks = _ranks_where(f, stmt.test)
-    for scope in scopes[-1:] or [f.tree]:   # the outermost function (it holds the inner ones), or the module
+    outer = scopes[-1:] or [f.tree]   # the outermost function (it holds the inner ones), or the module
+    if scopes and isinstance(f.parents.get(id(scopes[-1]), (None, None, None))[2], ast.ClassDef):
+        # a method: the other half may be in another method of its class (alpaca_farm's
+        # staggered_object_creation: even ranks wait in __enter__, odd ones in __exit__)
+        outer = [f.parents[id(scopes[-1])][2]]
+    for scope in outer:
         for node in ast.walk(scope):
             if isinstance(node, ast.If) and node is not stmt and f.is_rank_condition(node.test):
                 text = ast.unparse(node.test)
@@ -758,9 +850,34 @@ _COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Gt:
             ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 
 
+_ARITH = {ast.Mod: lambda a, b: a % b, ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+          ast.FloorDiv: lambda a, b: a // b}
+_RUN_WIDE = re.compile(r"world_size|size\b|is_initialized|distributed|is_dist|ddp", re.IGNORECASE)
+
+
+def _rank_arith(f: SourceFacts, node: ast.AST) -> tuple[str, Callable[[int], int]] | None:
+    """(the rank it reads, the value as a function of the rank) for a rank or simple arithmetic on one
+    (``local_rank % 2``)."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+        k = _const(node.right)
+        inner = _rank_arith(f, node.left)
+        if inner is None or not isinstance(k, int) or isinstance(k, bool) or k == 0 and isinstance(node.op, (ast.Mod, ast.FloorDiv)):
+            return None
+        name, g = inner
+        op = _ARITH[type(node.op)]
+        return name, lambda r: op(g(r), k)
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and f.is_rank_value(node):
+        return ast.unparse(node), lambda r: r
+    return None
+
+
 def _ranks_where(f: SourceFacts, test: ast.AST) -> tuple[str, frozenset[int]] | None:
     """(the rank it reads, the ranks among 0-3 where it holds) for a plain comparison of a rank with numbers
-    (``local_rank > 0``, ``rank not in [-1, 0]``); None for anything else."""
+    (``local_rank > 0``, ``rank not in [-1, 0]``, ``local_rank % 2 == 0``), beside tests that hold on every rank
+    alike (``world_size > 1 and ...``); None for anything else."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        own = [v for v in test.values if not _RUN_WIDE.search(ast.unparse(v))]
+        return _ranks_where(f, own[0]) if len(own) == 1 else None
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE):
         return None
     left, right = test.left, test.comparators[0]
@@ -773,9 +890,11 @@ def _ranks_where(f: SourceFacts, test: ast.AST) -> tuple[str, frozenset[int]] | 
         value = _const(right)
         if not isinstance(value, int) or isinstance(value, bool):
             return None
-    if not f.is_rank_value(left):
+    rank = _rank_arith(f, left)
+    if rank is None:
         return None
-    return ast.unparse(left), frozenset(r for r in _SOME_RANKS if op(r, value))
+    name, g = rank
+    return name, frozenset(r for r in _SOME_RANKS if op(g(r), value))
 
 
 def _complementary(a: tuple[str, frozenset[int]] | None, b: tuple[str, frozenset[int]] | None) -> bool:

@@ -227,7 +227,8 @@ _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add"
                           "range", "str", "int", "float", "repr", "enumerate", "zip", "isinstance", "getattr",
                           "setattr", "sorted", "min", "max", "sum", "abs", "round", "exists", "isfile", "isdir",
                           "basename", "dirname", "split", "strip", "replace", "startswith", "endswith", "lower",
-                          "upper", "write", "info", "debug", "warning", "warn", "error", "item", "tolist"})
+                          "upper", "write", "info", "debug", "warning", "warn", "error", "item", "tolist", "items", "keys",
+                          "values"})
 
 
 def _light_call(call: ast.Call) -> bool:
@@ -246,8 +247,16 @@ _SMALL_DOWNLOAD = (".json", ".txt", ".yaml", ".yml", ".md", ".model", ".tiktoken
 _FIGURE = (".pdf", ".png", ".jpg", ".jpeg", ".svg", ".gif")
 
 
+#: a sample written out: one image, clip or sound (its generation, if any, is the long work, not its write)
+_MEDIA = re.compile(r"(^|_)(img|imgs|image|images|im|pil|grid|frame|frames|picture|video|videos|gif|audio|wav|mp4)$")
+
+
 def _writes_a_figure(call: ast.Call) -> bool:
-    """A save whose file name (a literal among its arguments) is an image or a PDF."""
+    """A save whose file name (a literal among its arguments) is an image or a PDF, or a save of one image,
+    clip or sound (``image.save(path)``, diffusers' ``export_to_video(frames, path)``)."""
+    recv, name = call_name(call)
+    if _MEDIA.search(recv.rsplit(".", 1)[-1].lower()) or any(_MEDIA.search(p) for p in _parts(name)):
+        return True
     return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower().endswith(_FIGURE)
                for a in [*call.args, *(k.value for k in call.keywords)] for n in ast.walk(a))
 
@@ -306,7 +315,8 @@ class Site:
     line: int
     label: str
     #: for long work: ``"logging"`` when it is a push to a logging service, else ``"work"``; for a collective:
-    #: ``"gathers shards"`` for a DCP state-dict getter (a collective over a sharded model only)
+    #: ``"gathers shards"`` for a call that is a collective because the model is sharded (a DCP state-dict
+    #: getter, a sharded model's forward, DeepSpeed's and Accelerate's checkpoint saves)
     kind: str = "work"
     #: the file, when it is not the one being read (a function of another file of the project)
     path: str = ""
@@ -704,7 +714,7 @@ class SourceFacts:
             low = recv.lower()
             if name in ("save_checkpoint", "load_checkpoint"):
                 if "engine" in low or recv in self.sharded or ("deepspeed" in self.modules and "model" in low):
-                    return Site(line, label)
+                    return Site(line, label, kind="gathers shards")
             elif name in ("save_state", "get_state_dict"):
                 # a collective under DeepSpeed/FSDP (and save_state with automatic checkpoint naming); under
                 # plain DDP both are local (accelerate's accelerator.py). `accelerate launch` picks DeepSpeed
@@ -713,7 +723,7 @@ class SourceFacts:
                 if "accelerator" in low:
                     return Site(line, label if self.may_shard else
                                 f"{label} (a collective when Accelerate runs DeepSpeed or FSDP, which `accelerate "
-                                f"launch` can choose from its config)")
+                                f"launch` can choose from its config)", kind="gathers shards")
             elif name == "save_model":
                 if "trainer" in low:
                     return Site(line, label)
@@ -745,7 +755,7 @@ class SourceFacts:
             target = recv if recv in self.sharded else (f"self.{base}" if f"self.{base}" in self.sharded else "")
             if target and name in ("generate", "forward", "backward", "state_dict", "step") \
                     and not self._before_sharding(recv, call):
-                return Site(line, f"{label} (sharded model)")
+                return Site(line, f"{label} (sharded model)", kind="gathers shards")
         if not recv and name in self.sharded:
             return Site(line, f"{label} (sharded model forward)")
         if name in ("compute", "sync") and "metric" in recv.lower() and \
@@ -1013,8 +1023,11 @@ class SourceFacts:
                     node.iter.func.attr in ("items", "keys", "values"):
                 return None   # the entries of a dict (``val_loss.items()``): a loop inside walks data, if any
             if LOOP_DATA.search(text):
-                if not _PIPELINE.search(text) and all(_light_call(c) for s in node.body for c in walk_local(s)
-                                                      if isinstance(c, ast.Call)):
+                # a dict of loaders walked for its names (DUSt3R's `for test_name in data_loader_test:` that
+                # builds a log line) loads nothing
+                names = isinstance(node.target, ast.Name) and re.search(r"(^|_)(name|key|k)$", node.target.id)
+                if (names or not _PIPELINE.search(text)) and all(
+                        _light_call(c) for s in node.body for c in walk_local(s) if isinstance(c, ast.Call)):
                     return None   # minimind's `for i in range(len(prompts)): Logger(prompts[i])`; BigVGAN's
                     # loop that builds a DataLoader per validation file list
                 return Site(node.lineno, f"a loop over {text[:40]}")
@@ -1038,7 +1051,7 @@ class SourceFacts:
                 # sends its files there and then
                 return None
             return Site(node.lineno, label, "logging")
-        if "save" in _parts(name) and _writes_a_figure(node):
+        if {"save", "export", "write"} & set(_parts(name)) and (_writes_a_figure(node) or self._under_media_test(node)):
             return None   # nnU-Net's architecture PDF, StyleGAN2-ADA's `save_image_grid(..., 'reals.png')`
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
             inner = self.function_long_work(name)
@@ -1095,6 +1108,18 @@ class SourceFacts:
                 return None   # DETR's `torch.save(coco_evaluator.coco_eval["bbox"].eval, ...)`: tens of MB of scores
             return Site(node.lineno, label)
         return None
+
+    def _under_media_test(self, node: ast.AST) -> bool:
+        """Is this in the body of a test of a sample's kind (CogVideo's ``if artifact_type == "image":
+        artifact_value.save(filename)``)? Then what is saved is one image, clip or sound."""
+        key = ("media_lines", "")
+        if key not in self.memo:
+            self.memo[key] = [(n.body[0].lineno, n.body[-1].end_lineno or n.body[-1].lineno)
+                              for n in ast.walk(self.tree) if isinstance(n, ast.If) and any(
+                                  isinstance(c, ast.Constant) and isinstance(c.value, str)
+                                  and _MEDIA.search(c.value.lower()) for c in ast.walk(n.test))]
+        line = getattr(node, "lineno", 0)
+        return any(a <= line <= b for a, b in self.memo[key])   # type: ignore[attr-defined]
 
     def _under_adapter_test(self, node: ast.AST) -> bool:
         """Is this inside ``if`` a test of LoRA/PEFT/adapters (``if training_args.lora_enable:``)? Then the

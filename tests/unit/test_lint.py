@@ -1231,6 +1231,62 @@ def test_round_fourteen_idioms() -> None:
     assert found(step.format("if cfg.use_lora:\n            vla.save_pretrained(out)")) == []
 
 
+def test_round_fifteen_idioms() -> None:
+    # alpaca_farm's staggered_object_creation: even ranks wait in __enter__, odd ones in __exit__
+    stagger = HEAD + ("class Stagger:\n    def __enter__(self):\n"
+                      "        if self.world_size > 1 and self.local_rank % 2 == {}:\n            dist.barrier()\n"
+                      "    def __exit__(self, *a):\n        if self.world_size > 1:\n"
+                      "            if self.local_rank % 2 == 1:\n                dist.barrier()\n"
+                      "            dist.barrier()\n")
+    assert found(stagger.format(0)) == []
+    assert found(stagger.format(1)) == [(6, "collective-in-rank-branch"), (10, "collective-in-rank-branch")]
+    ddp = HEAD + "model = torch.nn.parallel.DistributedDataParallel(net)\n"
+    step = ddp + "for x in loader:\n    model(x).backward()\n    if rank == 0:\n        {}\n"
+    long_ = [(7, "rank0-long-work-before-collective")]
+    # DUSt3R: a dict of test loaders walked for its names, to build one log line; walking a loader is work
+    walk = "for {} in data_loader_test:\n            stats.update({{k: v for k, v in res[test_name].items()}})"
+    assert found(step.format(walk.format("test_name"))) == []
+    assert found(step.format(walk.format("batch"))) == long_
+    # CogVideo: one image of a validation sample, chosen by its kind, or a short clip; a model is work
+    assert found(step.format("if kind == 'image':\n            value.save(filename)")) == []
+    assert found(step.format("export_to_video(frames, filename, fps=8)")) == []
+    assert found(step.format("if kind == 'model':\n            value.save(filename)")) == [
+        (8, "rank0-long-work-before-collective")]
+    # CogVideo: the count of prompts read from a file is the same on every rank; a rank's share is not
+    val = HEAD + ("class T:\n    def setup(self):\n        self.prompts = load_prompts(path){}\n"
+                  "    def validate(self):\n        num_samples = len(self.prompts)\n        if num_samples == 0:\n            return\n"
+                  "        dist.all_reduce(t)\n")
+    assert found(val.format("")) == []
+    assert found(val.format("[rank::world_size]")) == [(9, "uneven-collective-count")]
+    # maskrcnn-benchmark: a batch skipped when one of this rank's targets is empty
+    skip = ddp + "for images, targets in loader:\n    if any(len(t) < 1 for t in targets):\n        continue\n" \
+                 "    model(images).backward()\n"
+    assert found(skip) == [(6, "uneven-collective-count")]
+    # "DeepSpeed, or the main process": under FSDP only the main process gathers (said so); "sharded, or the
+    # main process" is every rank when sharded, and the main rank's own save when not
+    acc = HEAD + ("from accelerate import Accelerator\naccelerator = Accelerator()\nfor x in loader:\n"
+                  "    accelerator.backward(model(x))\n    if {} or accelerator.is_main_process:\n"
+                  "        accelerator.save_state(out)\n")
+    ds_only = lint_source(acc.format("accelerator.distributed_type == DistributedType.DEEPSPEED"))
+    assert [(f.line, f.rule.value) for f in ds_only] == [(8, "collective-in-rank-branch")]
+    assert "under FSDP only these ranks do" in ds_only[0].message
+    assert found(acc.format("accelerator.distributed_type in (DistributedType.DEEPSPEED, DistributedType.FSDP)")) == [
+        (8, "rank0-long-work-before-collective")]
+
+
+def test_rank_zero_work_after_its_collectives_in_a_branch_both_sides_train_in() -> None:
+    # Glow-TTS: `if rank == 0: train(...); evaluate(...); save(...) else: train(...)`: rank 0 evaluates and saves
+    # while the others are in the next epoch's first gradient all-reduce
+    src = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\ndef train(loader):\n"
+                  "    for x in loader:\n        model(x).backward()\ndef evaluate(loader):\n"
+                  "    for x in loader:\n        model(x)\nfor epoch in range(9):\n    if rank == 0:\n"
+                  "        train(loader)\n        {}\n    else:\n        train(loader)\n")
+    findings = lint_source(src.format("evaluate(val_loader)"))
+    assert [(f.line, f.rule.value) for f in findings] == [(13, "rank0-long-work-before-collective")]
+    assert "the next pass of the loop at line 10: train()" in findings[0].message
+    assert found(src.format("print(epoch)")) == []
+
+
 def test_the_package_of_an_imported_file(tmp_path: Path) -> None:
     # RT-DETR: tools/train.py imports src.solver (its __init__.py), which imports det_solver.py beside it,
     # whose fit() saves on the main process and logs the test stats to TensorBoard

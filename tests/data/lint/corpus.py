@@ -188,7 +188,9 @@ def build(mirrors: Path | None, clone: bool) -> int:
                 if clone and not git_dir.exists():
                     subprocess.run(["git", "clone", "--bare", "--filter=blob:none", "-q",
                                     f"https://github.com/{case['repo']}.git", str(git_dir)], check=False)
-            result = subprocess.run(["git", "-C", str(git_dir), "show", f"{case['commit']}:{case['path']}"],
+            # `repo_path`: the file's path in its own repository, when the checkout has it elsewhere (DUSt3R's
+            # croco/ is a git submodule of naver/croco)
+            result = subprocess.run(["git", "-C", str(git_dir), "show", f"{case['commit']}:{case.get('repo_path', case['path'])}"],
                                     capture_output=True)
             if result.returncode != 0:
                 print(f"cannot read {case['repo']}@{case['commit'][:10]}:{case['path']}", file=sys.stderr)
