@@ -638,7 +638,7 @@ class _RankWalk:
             Rule.RANK0_LONG_WORK, work.line,
             f"{work.label} runs only {only}, while the other ranks go on to "
             f"{nxt.label} at {nxt.at}",
-            scenario="slow-metrics-on-rank0" if work.kind == "logging" else "", across=bool(nxt.path)))
+            scenario="slow-metrics-on-rank0" if work.kind == "logging" else "", across=bool(nxt.path) and not nxt.by_base))
 
     def rank_work_elsewhere(self, stmt: ast.Expr | ast.Assign, recv: str, name: str) -> None:
         """Every rank calls a function of another file of the project that ends in long work on some ranks

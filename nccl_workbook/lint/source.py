@@ -322,6 +322,8 @@ class Site:
     path: str = ""
     #: for a call of a function of this file that reaches a collective: the line of that collective
     reaches: int = 0
+    #: reached by the next pass of a base class's loop (no call in the script stands for it)
+    by_base: bool = False
 
     @property
     def at(self) -> str:
@@ -761,7 +763,8 @@ class SourceFacts:
         if name in ("compute", "sync") and "metric" in recv.lower() and \
                 any(m.startswith("torchmetrics") for m in self.modules.values()):
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
-        if include_backward and name == "backward" and self.data_parallel and not self._before_the_wrap(call):
+        if include_backward and name == "backward" and (self.data_parallel or self._base_wraps()) \
+                and not self._before_the_wrap(call):
             return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
         if include_backward and not recv and name.lower().endswith("scaler") and call.args \
                 and "loss" in ast.unparse(call.args[0]).lower() and self._backward_is_all_reduce():
@@ -782,6 +785,11 @@ class SourceFacts:
     def _may_shard_here(self) -> bool:
         """Does this file, or a file named on the command line, say it may shard its model?"""
         return self.may_shard or self.project is not None and self.project.any_named(lambda f: f.may_shard)
+
+    def _base_wraps(self) -> bool:
+        """Does a base class of this file's, in another file, wrap the model (DBNet's BaseTrainer builds the DDP
+        model its subclass's ``_train_epoch`` steps)?"""
+        return any(b.data_parallel for b in self._base_modules())
 
     def _backward_is_all_reduce(self) -> bool:
         """This file, or a file of the project that imports it (an engine.py whose model main.py wraps),
@@ -1239,6 +1247,12 @@ class SourceFacts:
                     site = other.next_collective_after(caller, depth=depth - 1)
                     if site is not None:
                         return other._elsewhere(other, site)
+                # a method called by a loop of a base class in another file (DBNet's BaseTrainer.train():
+                # `for epoch ...: self._train_epoch(epoch); self._on_epoch_finish()`, both overridden here)
+                for base, caller in self.base_callers(owner):
+                    site = base.next_collective_after(caller, depth=depth - 1) or self._next_pass_in(base, caller, owner)
+                    if site is not None:
+                        return base._elsewhere(base, site) if not site.path and base is not self else site
                 # GPT-SoVITS: `for epoch in ...: train_and_evaluate(...)`: the next pass calls this function again
                 for caller in self.callers_of(owner):
                     if self.enclosing_loop(caller) is not None:
@@ -1249,6 +1263,38 @@ class SourceFacts:
             if isinstance(owner, ast.Module):
                 return None
             node = owner
+        return None
+
+    def base_callers(self, fn: ast.AST) -> list[tuple[SourceFacts, ast.stmt]]:
+        """The statements of the base classes' files (other files of the project) that call this method
+        through ``self.`` (a template method of the base class: its loop, this class's step)."""
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                or not isinstance(self.parents.get(id(fn), (None, None, None))[2], ast.ClassDef):
+            return []
+        out: list[tuple[SourceFacts, ast.stmt]] = []
+        for base in self._base_modules():
+            for stmt in base.calls_to.get(fn.name, []):
+                if any(isinstance(n, ast.Call) and call_name(n) == ("self", fn.name) for n in walk_local(stmt)) \
+                        and all(stmt is not s for _b, s in out):
+                    out.append((base, stmt))
+        return out
+
+    def _next_pass_in(self, base: SourceFacts, caller: ast.stmt, fn: ast.AST) -> Site | None:
+        """The next pass of the base class's loop around ``caller``: the methods of this file it calls through
+        ``self.`` (this class's overrides) and the collectives they reach."""
+        loop = base.enclosing_loop(caller)
+        if loop is None:
+            return None
+        for node in walk_local(loop):
+            if isinstance(node, ast.Call) and call_name(node)[0] == "self" and node is not caller:
+                name = call_name(node)[1]
+                if name != getattr(fn, "name", "") and name in self.functions:
+                    inner = self.function_collective(name)
+                    if inner is not None:
+                        return Site(node.lineno, f"the next pass of the loop at {Path(base.path).name}:{loop.lineno}: "
+                                                 f"self.{name}() (this class's, which reaches {inner.label} at "
+                                                 f"{inner.at})",
+                                    path=Path(base.path).name, by_base=True)
         return None
 
     def callers_of(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:

@@ -1287,6 +1287,35 @@ def test_rank_zero_work_after_its_collectives_in_a_branch_both_sides_train_in() 
     assert found(src.format("print(epoch)")) == []
 
 
+def test_a_method_a_base_class_s_loop_calls(tmp_path: Path) -> None:
+    # DBNet: BaseTrainer.train() in base/ runs `for epoch: self._train_epoch(epoch); self._on_epoch_finish()`;
+    # the subclass in trainer/ steps the DDP model in _train_epoch and saves on rank 0 in _on_epoch_finish,
+    # while the others are already in the next pass's backward
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "__init__.py").write_text("from .base_trainer import BaseTrainer\n")
+    (tmp_path / "base" / "base_trainer.py").write_text(
+        "import torch\nclass BaseTrainer:\n    def __init__(self, model):\n"
+        "        self.model = torch.nn.parallel.DistributedDataParallel(model)\n    def train(self):\n"
+        "        for epoch in range(9):\n            self._train_epoch(epoch)\n            self._on_epoch_finish()\n"
+        "    def _train_epoch(self, epoch):\n        raise NotImplementedError\n")
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "__init__.py").write_text("from .trainer import Trainer\n")
+    trainer = ("import torch\nfrom base import BaseTrainer\nclass Trainer(BaseTrainer):\n"
+               "    def _train_epoch(self, epoch):\n        for x in self.loader:\n            loss = self.model(x)\n"
+               "            loss.backward()\n    def _on_epoch_finish(self):\n        if {}:\n"
+               "            torch.save(self.model.state_dict(), 'last.pth')\n")
+    (tmp_path / "trainer" / "trainer.py").write_text(trainer.format("self.rank == 0"))
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "train.py").write_text("from trainer import Trainer\nTrainer(net).train()\n")
+    from nccl_workbook.lint import lint_paths
+    findings = lint_paths([tmp_path / "tools" / "train.py"]).findings
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in findings] == [
+        ("trainer.py", 10, "rank0-long-work-before-collective")]
+    assert "the next pass of the loop at base_trainer.py:6: self._train_epoch()" in findings[0].message
+    (tmp_path / "trainer" / "trainer.py").write_text(trainer.format("self.config.save"))
+    assert lint_paths([tmp_path / "tools" / "train.py"]).findings == ()
+
+
 def test_the_package_of_an_imported_file(tmp_path: Path) -> None:
     # RT-DETR: tools/train.py imports src.solver (its __init__.py), which imports det_solver.py beside it,
     # whose fit() saves on the main process and logs the test stats to TensorBoard
