@@ -763,7 +763,7 @@ class SourceFacts:
         if name in ("compute", "sync") and "metric" in recv.lower() and \
                 any(m.startswith("torchmetrics") for m in self.modules.values()):
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
-        if include_backward and name == "backward" and (self.data_parallel or self._base_wraps()) \
+        if include_backward and name == "backward" and self._backward_is_all_reduce() \
                 and not self._before_the_wrap(call):
             return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
         if include_backward and not recv and name.lower().endswith("scaler") and call.args \
@@ -794,7 +794,7 @@ class SourceFacts:
     def _backward_is_all_reduce(self) -> bool:
         """This file, or a file of the project that imports it (an engine.py whose model main.py wraps),
         wraps a model for data parallelism."""
-        return self.data_parallel or self.project is not None and self.project.any_data_parallel()
+        return self.data_parallel or self._base_wraps() or self.project is not None and self.project.any_data_parallel()
 
     def _before_sharding(self, name: str, call: ast.Call) -> bool:
         """Is ``name`` sharded in the call's function only by assignments below the call? Lumina loads

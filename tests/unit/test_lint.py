@@ -1316,6 +1316,23 @@ def test_a_method_a_base_class_s_loop_calls(tmp_path: Path) -> None:
     assert lint_paths([tmp_path / "tools" / "train.py"]).findings == ()
 
 
+def test_a_backward_in_another_file_of_a_ddp_project_is_an_all_reduce(tmp_path: Path) -> None:
+    # ColBERT: `amp.backward(loss)` of colbert/utils/amp.py runs `loss.backward()`; the script wraps the model in
+    # DDP, so that backward is the gradient all-reduce the others wait in while rank 0 saves
+    (tmp_path / "amp.py").write_text("class MixedPrecisionManager:\n    def backward(self, loss):\n"
+                                      "        loss.backward()\n")
+    train = ("import torch\nfrom amp import MixedPrecisionManager\nmodel = {}(net)\namp = MixedPrecisionManager()\n"
+             "for x in loader:\n    amp.backward(model(x))\n    if rank == 0:\n"
+             "        torch.save(model.state_dict(), 'c.pt')\n")
+    from nccl_workbook.lint import lint_paths
+    (tmp_path / "train.py").write_text(train.format("torch.nn.parallel.DistributedDataParallel"))
+    findings = lint_paths([tmp_path / "train.py"]).findings
+    assert [(f.line, f.rule.value) for f in findings] == [(8, "rank0-long-work-before-collective")]
+    assert "amp.py:3" in findings[0].message
+    (tmp_path / "train.py").write_text(train.format("torch.compile"))
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
+
+
 def test_the_package_of_an_imported_file(tmp_path: Path) -> None:
     # RT-DETR: tools/train.py imports src.solver (its __init__.py), which imports det_solver.py beside it,
     # whose fit() saves on the main process and logs the test stats to TensorBoard
