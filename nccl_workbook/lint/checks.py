@@ -508,15 +508,22 @@ class _RankWalk:
             # `utils.save_on_master(state, path)` (DeiT, DINO, ConvNeXt): the helper of another file tests the
             # rank itself; its name says so
             recv, name = call_name(stmt.value)
+            gate = next((kw for kw in stmt.value.keywords if kw.arg in ("is_main_process", "is_main")
+                         and f.is_rank_condition(kw.value)), None)
             if _ON_MAIN.search(name) and name not in f.functions:
                 self.region([stmt], (stmt.lineno, f"on the main process ({name}() tests the rank inside)", ()), after=stmt)
+            elif gate is not None:
+                # MOSS-RLHF: `model.save_pretrained(path, is_main_process=accelerator.is_main_process, ...)`: every
+                # rank calls it, the main process alone writes the model
+                self.region([stmt], (stmt.lineno, f"on the main process (`{gate.arg}={_cond_text(gate.value)}`)", ()),
+                            after=stmt)
             else:
                 self.rank_work_elsewhere(stmt, recv, name)
         if isinstance(stmt, ast.Break) and where is not None:
             self.break_in_rank_region(stmt)
         if isinstance(stmt, ast.If):
             self.early_exit(stmt)
-            if f.is_rank_condition(stmt.test):
+            if f.is_rank_condition(stmt.test) and not f.deals_round_robin(stmt):
                 paired = (f.first_collective(stmt.body) is not None and f.first_collective(stmt.orelse) is not None
                           or _paired_in_enclosing(f, stmt))
                 inner = None if paired else (stmt.lineno, _cond_text(stmt.test), _escapes(f, stmt.test))

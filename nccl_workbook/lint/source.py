@@ -141,7 +141,8 @@ _HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buff
                     r"\bstates?\b|\bsd\b|ckpt|checkpoint", re.IGNORECASE)
 _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "hyperparameters", "meta", "metadata",
                                "statistics", "stats",
-                               "json", "yaml", "yml", "txt", "csv", "manifest", "symlink", "info", "readme"})
+                               "json", "yaml", "yml", "txt", "csv", "manifest", "symlink", "info", "readme", "command",
+                               "cmd", "argv"})
 #: a context manager that holds the calling ranks until something happens elsewhere
 _WAITING = re.compile(r"(^|_)wait(_|$)|_and_wait$|^wait_for_", re.IGNORECASE)
 _SPLIT = re.compile(r"_|(?<=[a-z])(?=[A-Z])")
@@ -222,7 +223,8 @@ def _light(site: Site) -> bool:
 
 
 #: an iterable that loads data as it is walked (walking it is the work, whatever the body does)
-_PIPELINE = re.compile(r"loader|dataset|dataloader|iterator|stream", re.IGNORECASE)
+_PIPELINE = re.compile(r"loader|dataset(?!_?(indices|idx|ids?|names?|keys|sizes?|lens?)\b)|dataloader|iterator|stream",
+                       re.IGNORECASE)   # (RDT's `zip(dataset_indices, losses)` walks numbers)
 _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add", "pop", "format", "join", "len",
                           "range", "str", "int", "float", "repr", "enumerate", "zip", "isinstance", "getattr",
                           "setattr", "sorted", "min", "max", "sum", "abs", "round", "exists", "isfile", "isdir",
@@ -687,6 +689,9 @@ class SourceFacts:
         full = self.imported.get(name, "") if not recv else ""
         if recv in ("self", "cls", "") and name in self.functions and not full:
             inner = self.function_collective(name, include_backward=include_backward)
+            if inner is not None and self._falsy_params(call, name) \
+                    and self._collective_unless(name, self._falsy_params(call, name), include_backward) is None:
+                return None   # evodiff's `epoch(model, False)`: its reduces run `if train:` only
             if inner is not None:
                 return Site(line, f"{label} (which reaches {inner.label} at {inner.at})",
                             reaches=0 if inner.path else inner.reaches or inner.line)
@@ -974,6 +979,43 @@ class SourceFacts:
         self._collective[key] = found
         return found
 
+    def _falsy_params(self, call: ast.Call, name: str, falsy: frozenset[str] = frozenset()) -> frozenset[str]:
+        """The parameters of ``name`` this call fills with False, None or 0 (or with a name in ``falsy``)."""
+        fn = next(iter(self.functions.get(name, [])), None)
+        if fn is None:
+            return frozenset()
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+            params = params[1:]
+
+        def is_falsy(v: ast.AST) -> bool:
+            return isinstance(v, ast.Constant) and v.value in (False, None, 0) or isinstance(v, ast.Name) and v.id in falsy
+        out = {params[i] for i, a in enumerate(call.args[:len(params)]) if is_falsy(a)}
+        out |= {kw.arg for kw in call.keywords if kw.arg and is_falsy(kw.value)}
+        return frozenset(out)
+
+    def _collective_unless(self, name: str, falsy: frozenset[str], include_backward: bool, depth: int = 0) -> Site | None:
+        """The first collective of ``name`` when the parameters in ``falsy`` are false: the bodies of ``if p:``
+        (``if p and ...:``) are left out, and so are the collectives of its own functions called with them."""
+        for fn in self.functions.get(name, []):
+            skip = {id(n) for n in walk_local(fn) if isinstance(n, ast.If) and any(
+                isinstance(t, ast.Name) and t.id in falsy for t in (
+                    n.test.values if isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) else [n.test]))}
+            skipped = {id(c) for n in walk_local(fn) if id(n) in skip for b in n.body for c in walk_local(b)}
+            for node in walk_local(fn):
+                if not isinstance(node, ast.Call) or id(node) in skipped:
+                    continue
+                recv, callee = call_name(node)
+                if recv in ("self", "cls", "") and callee in self.functions and callee not in self.imported and depth < 3:
+                    inner_falsy = self._falsy_params(node, callee, falsy)
+                    site = (self._collective_unless(callee, inner_falsy, include_backward, depth + 1) if inner_falsy
+                            else self.function_collective(callee, include_backward=include_backward))
+                else:
+                    site = self.collective_of(node, include_backward=include_backward)
+                if site is not None:
+                    return site
+        return None
+
     def first_collective(self, stmts: list[ast.stmt] | ast.AST) -> Site | None:
         """The first collective (in source order) in a statement or a list of them."""
         items = stmts if isinstance(stmts, list) else [stmts]
@@ -1153,7 +1195,7 @@ class SourceFacts:
         for fn in self.functions.get(name, []):
             if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name) \
                     and not _small_save_name(name):   # InternImage's save_config: what it does decides
-                if not self._writes_metadata_only(fn):
+                if not self._writes_metadata_only(fn) and not self._only_light_calls(fn):
                     found = Site(fn.lineno, f"{name}()")
                     break
                 continue
@@ -1172,6 +1214,19 @@ class SourceFacts:
                 break
         self._long[name] = found
         return found
+
+    def _only_light_calls(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """Does the function only print, count and hand scalars to a writer, itself or through functions of
+        this file that do the same (UniMatch's ``Logger.push(metrics)``: a name that says "upload", a body that
+        adds to running sums and calls ``summary_writer.add_scalar``)?"""
+        calls = [n for n in walk_local(fn) if isinstance(n, ast.Call)]
+        for call in calls:
+            recv, name = call_name(call)
+            if _light_call(call) or recv in ("self", "") and name in self.functions and name not in self.imported \
+                    and self.function_long_work(name) is None:
+                continue
+            return False
+        return bool(calls)
 
     def _writes_metadata_only(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """A function named for saving whose every save writes a small literal or a config file
@@ -1234,6 +1289,14 @@ class SourceFacts:
             elif loop and leaving in (None, ast.Continue):
                 leaving = None
                 site = self.first_collective(block[:i])
+                here = block[i]
+                flagged_exit = any(isinstance(s, ast.If) and any(isinstance(b, ast.Break) for b in s.body)
+                                   for s in block[i + 1:])   # GraphCast: `if terminate_training: break`
+                if site is None and node is not stmt and not flagged_exit and not (
+                        isinstance(here, ast.If) and self.is_rank_condition(here.test) and not self.deals_round_robin(here)):
+                    # the statement we are in runs again in the next pass, for every rank (PreSumm: the rank-0
+                    # save sits in `if accum == grad_accum_count:` after that block's all_gather)
+                    site = self.first_collective(here)
                 if site is not None:
                     return site
             if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -1296,6 +1359,22 @@ class SourceFacts:
                                                  f"{inner.at})",
                                     path=Path(base.path).name, by_base=True)
         return None
+
+    def deals_round_robin(self, stmt: ast.If) -> bool:
+        """``for i, batch in enumerate(train_iter): if i % n_gpu == gpu_rank: <step with its collectives>``
+        (PreSumm): the test picks this rank's share of the loop's items, every rank takes its turn at each of
+        its own, and all call the collectives inside once per share; not a branch some ranks skip."""
+        loop = self.enclosing_loop(stmt)
+        if loop is None or not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return False
+        loop_vars = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+        for n in ast.walk(stmt.test):
+            if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], ast.Eq):
+                for a, b in ((n.left, n.comparators[0]), (n.comparators[0], n.left)):
+                    if isinstance(a, ast.BinOp) and isinstance(a.op, ast.Mod) and isinstance(a.left, ast.Name) \
+                            and a.left.id in loop_vars and self.is_rank_value(b):
+                        return True
+        return False
 
     def callers_of(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
         """The statements of this file that call ``fn``: a function by its bare name, a method through

@@ -1333,6 +1333,54 @@ def test_a_backward_in_another_file_of_a_ddp_project_is_an_all_reduce(tmp_path: 
     assert lint_paths([tmp_path / "train.py"]).findings == ()
 
 
+def test_round_sixteen_idioms() -> None:
+    ddp = HEAD + "model = torch.nn.parallel.DistributedDataParallel(net)\n"
+    step = ddp + "for x in loader:\n    model(x).backward()\n    if rank == 0:\n        {}\n"
+    long_ = [(7, "rank0-long-work-before-collective")]
+    # UniMatch: the command line written to a text file; RDT: a loop over the indices of datasets adding scalars
+    assert found(step.format("save_command(args.checkpoint_dir)")) == []
+    assert found(step.format("save_model(args.checkpoint_dir)")) == long_
+    walk = "for idx, l in zip({}, losses):\n            log[idx] += l.item()"
+    assert found(step.format(walk.format("dataset_indices"))) == []
+    assert found(step.format(walk.format("dataset"))) == long_
+    # PreSumm: each rank takes every n-th batch of the same iterator, and the step's all_gather is in its share
+    deal = HEAD + "for i, batch in enumerate(train_iter):\n    if i % n_gpu == {}:\n        dist.all_gather(out, t)\n"
+    assert found(deal.format("gpu_rank")) == []
+    assert found(deal.format("0").replace("i % n_gpu == 0", "gpu_rank == 0")) == [(5, "collective-in-rank-branch")]
+    # PreSumm: the rank-0 save sits in the block whose all_gather every rank runs again in the next pass
+    accum = HEAD + ("for batch in loader:\n    if accum == grad_accum_count:\n        dist.all_gather(out, t)\n"
+                    "        if {}:\n            torch.save(model.state_dict(), path)\n")
+    assert found(accum.format("gpu_rank == 0")) == [(7, "rank0-long-work-before-collective")]
+    assert found(accum.format("args.save")) == []
+    # evodiff: `epoch(model, False)` on rank 0 runs the validation pass, whose reduces run `if train:` only
+    val = HEAD + ("def epoch(model, train):\n    for batch in loader:\n        loss = model(batch)\n        if train:\n"
+                  "            dist.reduce(loss, 0)\nif rank == 0:\n    epoch(model, {})\n")
+    assert found(val.format("False")) == []
+    assert found(val.format("True")) == [(9, "collective-in-rank-branch")]
+    # MOSS-RLHF: every rank calls save_pretrained, `is_main_process=` lets the main process alone write
+    hf = HEAD + ("from accelerate import Accelerator\naccelerator = Accelerator()\nfor x in loader:\n"
+                 "    accelerator.backward(model(x))\n    model.save_pretrained(out, is_main_process={})\n")
+    assert found(hf.format("accelerator.is_main_process")) == [(7, "rank0-long-work-before-collective")]
+    assert found(hf.format("True")) == []
+
+
+def test_a_method_named_for_a_push_that_only_adds_scalars(tmp_path: Path) -> None:
+    # UniMatch: `logger.push(metrics)` of utils/logger.py adds to running sums and calls add_scalar
+    push = ("class Writer:\n    def push(self, metrics):\n        for k in metrics:\n"
+            "            self.running[k] += metrics[k]\n        self.lr_summary()\n    def lr_summary(self):\n"
+            "        self.summary_writer.add_scalar('lr', self.lr, self.step)\n")
+    (tmp_path / "writer.py").write_text(push)
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom writer import Writer\nmodel = torch.nn.parallel.DistributedDataParallel(net)\n"
+        "w = Writer()\nfor x in loader:\n    model(x).backward()\n    if rank == 0:\n        w.push(metrics)\n")
+    from nccl_workbook.lint import lint_paths
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    # a push that uploads is long
+    (tmp_path / "writer.py").write_text(push.replace("self.lr_summary()", "self.api.upload_folder(self.out)"))
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings] == [
+        (8, "rank0-long-work-before-collective")]
+
+
 def test_the_package_of_an_imported_file(tmp_path: Path) -> None:
     # RT-DETR: tools/train.py imports src.solver (its __init__.py), which imports det_solver.py beside it,
     # whose fit() saves on the main process and logs the test stats to TensorBoard
