@@ -613,7 +613,7 @@ class _RankWalk:
         # what runs under an escape test (`if use_fsdp_eval:`) runs on every rank: not part of the region
         skip = _escaped(stmts, where[2]) if where is not None and where[2] else frozenset()
         if where is None or not stmts or self._explicit_collective(
-                stmts, skip, sharded_alike=where is not None and bool(stmts) and _sharded_or_rank(self.f, stmts[0], where[0])):
+                stmts, skip, sharded_alike=_sharded_or_rank(self.f, stmts[0], where[0])):
             return
         work = self.f.first_long_work(stmts, skip)
         if work is None:
@@ -845,7 +845,8 @@ def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
                 text = ast.unparse(node.test)
                 if text == test:
                     other |= _explicit_calls(f, node.orelse)
-                elif text == negated or _not_text(node.test) == test or _complementary(ranks, _ranks_where(f, node.test)):
+                elif text == negated or _not_text(node.test) == test \
+                        or _complementary(ranks, _ranks_where(f, node.test)):
                     other |= _explicit_calls(f, node.body)
     return mine <= other
 
@@ -868,7 +869,8 @@ def _rank_arith(f: SourceFacts, node: ast.AST) -> tuple[str, Callable[[int], int
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
         k = _const(node.right)
         inner = _rank_arith(f, node.left)
-        if inner is None or not isinstance(k, int) or isinstance(k, bool) or k == 0 and isinstance(node.op, (ast.Mod, ast.FloorDiv)):
+        if inner is None or not isinstance(k, int) or isinstance(k, bool) \
+                or k == 0 and isinstance(node.op, (ast.Mod, ast.FloorDiv)):
             return None
         name, g = inner
         op = _ARITH[type(node.op)]
