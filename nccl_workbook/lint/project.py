@@ -86,6 +86,10 @@ class Project:
         """Does ``test`` hold for a file named on the command line?"""
         return any(f is not None and test(f) for f in (self.facts(p) for p in self._named))
 
+    def checked(self) -> list[SourceFacts]:
+        """The parsed files whose findings are reported (named, or imported by a named one)."""
+        return [f for f in (self.facts(p) for p in self._given) if f is not None]
+
     def given(self, path: Path) -> bool:
         """Was this file named on the command line, or included as an import of one (its own findings
         are reported)?"""

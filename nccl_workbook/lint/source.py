@@ -215,6 +215,17 @@ def _small_literal(node: ast.AST | None) -> bool:
 _PLOT_PARTS = frozenset({"plot", "savefig", "visualize", "visualization", "render"})
 
 
+def _abstract(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A method left to subclasses: its body only a docstring, ``pass``, ``...`` or ``raise NotImplementedError``."""
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Pass) or isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None and "NotImplementedError" in ast.unparse(stmt.exc):
+            continue
+        return False
+    return True
+
+
 def _light(site: Site) -> bool:
     """An upload, or a plot that is only a plot (``plot_spectrogram_to_numpy``; SlowFast's ``plot_eval``, which
     draws hundreds of figures over the whole evaluation, is evaluation work)."""
@@ -960,7 +971,19 @@ class SourceFacts:
             return self._collective[key]
         self._collective[key] = None  # recursion guard: a cycle adds nothing
         found: Site | None = None
-        for fn in self.functions.get(name, []):
+        defs = self.functions.get(name, [])
+        if defs and all(_abstract(fn) for fn in defs) and self.project is not None:
+            # OSTrack: BaseTrainer.train() calls `self.train_epoch()`, which raises NotImplementedError here;
+            # LTRTrainer(BaseTrainer) of another file defines it, with the backward
+            for other in self.project.checked():
+                if other is not self and any(b is self for b in other._base_modules()) and name in other.functions:
+                    inner = other.function_collective(name, include_backward=include_backward)
+                    if inner is not None:
+                        found = self._elsewhere(other, inner)
+                        break
+            self._collective[key] = found
+            return found
+        for fn in defs:
             if self.rank_only_function(fn):
                 continue
             for node in walk_local(fn):
@@ -1127,6 +1150,14 @@ class SourceFacts:
         if _log_line_name(name) or name[:1].isupper():   # a class being built (open_clip's SampleWeightedEMA())
             return None
         parts = _parts(name)
+        if name in ("copy", "copyfile", "copy2", "copytree", "move") and recv and len(node.args) >= 2 \
+                and re.search(r"(?i)shutil|path_?mgr|pathmanager|\bfs\b|gfile|file_io", recv) \
+                and (_HEAVY.search(ast.unparse(node.args[0])) or "resume" in ast.unparse(node.args[0]).lower()) \
+                and not any(isinstance(c, ast.Constant) and isinstance(c.value, str)
+                            and c.value.lower().endswith((*_SMALL_DOWNLOAD, ".py", ".cfg", ".sh"))
+                            for c in ast.walk(node.args[0])):   # (HigherHRNet copies the model's source file)
+            # SAM 2: `g_pathmgr.copy(self.checkpoint_conf.resume_from, dst)` on rank 0 before the barrier
+            return Site(node.lineno, label)
         if name == "dump" and recv.rsplit(".", 1)[-1] in ("pickle", "joblib", "dill", "cloudpickle"):
             parts = ["save"]   # EDM's network snapshot: `pickle.dump(data, f)` of the networks on rank 0
         if LONG_PARTS.intersection(parts):
@@ -1315,7 +1346,9 @@ class SourceFacts:
                 for base, caller in self.base_callers(owner):
                     site = base.next_collective_after(caller, depth=depth - 1) or self._next_pass_in(base, caller, owner)
                     if site is not None:
-                        return base._elsewhere(base, site) if not site.path and base is not self else site
+                        # (no call in the script stands for it: reported here, see RawFinding.across)
+                        return replace(base._elsewhere(base, site) if not site.path and base is not self else site,
+                                       by_base=True)
                 # GPT-SoVITS: `for epoch in ...: train_and_evaluate(...)`: the next pass calls this function again
                 for caller in self.callers_of(owner):
                     if self.enclosing_loop(caller) is not None:
