@@ -508,15 +508,18 @@ class _RankWalk:
             # `utils.save_on_master(state, path)` (DeiT, DINO, ConvNeXt): the helper of another file tests the
             # rank itself; its name says so
             recv, name = call_name(stmt.value)
-            gate = next((kw for kw in stmt.value.keywords if kw.arg in ("is_main_process", "is_main")
-                         and f.is_rank_condition(kw.value)), None)
+            # `is_main_process=` of transformers' save_pretrained; or a parameter of a function of the project that
+            # gates its long work (pycls: `cache_url(url, dir, download=dist.is_main_proc(local=True))`)
+            gate = next((kw for kw in stmt.value.keywords if kw.arg and f.is_rank_condition(kw.value) and (
+                kw.arg in ("is_main_process", "is_main") or f.long_work_gated_by(stmt.value, kw.arg) is not None)), None)
             if _ON_MAIN.search(name) and name not in f.functions:
                 self.region([stmt], (stmt.lineno, f"on the main process ({name}() tests the rank inside)", ()), after=stmt)
             elif gate is not None:
                 # MOSS-RLHF: `model.save_pretrained(path, is_main_process=accelerator.is_main_process, ...)`: every
                 # rank calls it, the main process alone writes the model
-                self.region([stmt], (stmt.lineno, f"on the main process (`{gate.arg}={_cond_text(gate.value)}`)", ()),
-                            after=stmt)
+                cond = f"{gate.arg}={_cond_text(gate.value)}"
+                self.region([stmt], (stmt.lineno, f"on the main process (`{cond}`)" if gate.arg.startswith("is_main")
+                                     else cond, ()), after=stmt)
             else:
                 self.rank_work_elsewhere(stmt, recv, name)
         if isinstance(stmt, ast.Break) and where is not None:

@@ -1002,6 +1002,26 @@ class SourceFacts:
         self._collective[key] = found
         return found
 
+    def long_work_gated_by(self, call: ast.Call, param: str) -> Site | None:
+        """The long work the function this call names (of this file or of the project) does under ``if
+        <param>:`` (pycls: ``cache_url(url, cache_dir, download=dist.is_main_proc(local=True))`` downloads
+        only where ``download`` holds)."""
+        recv, name = call_name(call)
+        owner: SourceFacts | None = self if recv in ("self", "cls", "") and name in self.functions else None
+        func = name
+        if owner is None:
+            ext = self.external(recv, name)
+            if ext is None:
+                return None
+            owner, func = ext
+        for fn in owner.functions.get(func, []):
+            for node in walk_local(fn):
+                if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == param:
+                    site = owner.first_long_work(node.body)
+                    if site is not None:
+                        return owner._elsewhere(owner, site) if owner is not self else site
+        return None
+
     def _falsy_params(self, call: ast.Call, name: str, falsy: frozenset[str] = frozenset()) -> frozenset[str]:
         """The parameters of ``name`` this call fills with False, None or 0 (or with a name in ``falsy``)."""
         fn = next(iter(self.functions.get(name, [])), None)

@@ -1412,6 +1412,24 @@ def test_round_seventeen_idioms(tmp_path: Path) -> None:
     assert lint_paths([tmp_path / "train.py"]).findings == ()
 
 
+def test_a_parameter_that_gates_a_function_s_long_work_set_to_a_rank_flag(tmp_path: Path) -> None:
+    # pycls: `cache_url(url, dir, download=dist.is_main_proc(local=True))` downloads on the local main process
+    # only (io.py), and the others wait at the barrier after it
+    (tmp_path / "io_utils.py").write_text(
+        "def cache_url(url, cache_dir, download=True, verbose=False):\n    if verbose:\n        print(url)\n"
+        "    if download:\n        download_url(url, cache_dir)\n    return cache_dir\n")
+    train = ("import torch.distributed as dist\nfrom io_utils import cache_url\nis_main = dist.get_rank() == 0\n"
+             "path = cache_url(url, cache, {}=is_main)\ndist.barrier()\n")
+    from nccl_workbook.lint import lint_paths
+    (tmp_path / "train.py").write_text(train.format("download"))
+    findings = lint_paths([tmp_path / "train.py"]).findings
+    assert [(f.line, f.rule.value) for f in findings] == [(4, "rank0-long-work-before-collective")]
+    assert "`download=is_main`" in findings[0].message
+    # a flag that only turns printing on is no rank-0 work
+    (tmp_path / "train.py").write_text(train.format("verbose"))
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
+
+
 def test_the_package_of_an_imported_file(tmp_path: Path) -> None:
     # RT-DETR: tools/train.py imports src.solver (its __init__.py), which imports det_solver.py beside it,
     # whose fit() saves on the main process and logs the test stats to TensorBoard
