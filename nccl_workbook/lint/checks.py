@@ -669,6 +669,8 @@ class _RankWalk:
         assert isinstance(call, ast.Call)
         if any(kw.arg in test_names and isinstance(kw.value, ast.Constant) for kw in call.keywords):
             return   # icefall's `save_checkpoint_impl(..., rank=0)`: every rank that calls it saves
+        if _left_at_a_constant_default(ext[0].functions.get(ext[1], []), call, test_names):
+            return   # contriever's `evaluate_model(..., is_main=True)` called without is_main: every rank evaluates
         nxt = f.next_collective_after(stmt)
         if nxt is None or f.waits_for_others(nxt.line):
             return
@@ -944,6 +946,9 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                     return True
                 if _EVEN_CALLS.search(name):        # DistributedSampler and its subclasses pad every rank's share
                     continue
+                if "sampler" in name.lower() and any(kw.arg == "drop_last" and _const(kw.value) is True
+                                                     for kw in n.keywords):
+                    continue   # HunyuanDiT's DistributedSamplerWithStartIndex(..., drop_last=True): equal shares
                 last = name.rsplit(".", 1)[-1]
                 if last[:1].isupper() and not _DATA_CLASS.search(last):
                     continue   # FunASR's `Trainer(rank=rank, ...)`, DAC's `Tracker(...)`: an object, not a share
@@ -1052,6 +1057,22 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site,
                     found = _rank_work_in(*other, depth - 1) if other is not None else None
     f.memo[key] = found
     return found
+
+
+def _left_at_a_constant_default(defs: list[ast.FunctionDef | ast.AsyncFunctionDef], call: ast.Call,
+                                names: frozenset[str]) -> bool:
+    """Does the function's rank test read only parameters that this call leaves at a constant default (the
+    same value on every rank)?"""
+    for fn in defs[:1]:
+        defaults = dict(_param_defaults(fn))
+        positional = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        if positional[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+            positional = positional[1:]
+        given = set(positional[:len(call.args)]) | {kw.arg for kw in call.keywords if kw.arg}
+        if names and all(n in defaults and n not in given and isinstance(defaults[n], ast.Constant) for n in names) \
+                and not any(kw.arg is None for kw in call.keywords):   # (nothing hidden in **kwargs)
+            return True
+    return False
 
 
 def _names_in(test: ast.AST) -> frozenset[str]:
@@ -1231,6 +1252,10 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                 continue
             if any(isinstance(s, ast.Raise) for s in handler.body):
                 continue
+            if any(isinstance(n, ast.If) and _RUN_WIDE.search(ast.unparse(n.test))
+                   and not (isinstance(n.test, ast.UnaryOp) and isinstance(n.test.op, ast.Not))
+                   and any(isinstance(b, ast.Raise) for b in n.body) for s in handler.body for n in ast.walk(s)):
+                continue   # s3prl: `if is_initialized(): raise` before the single-process retry
             if any(isinstance(n, ast.Call) and _EXITS.match(dotted(n.func)) for s in handler.body for n in ast.walk(s)):
                 continue
             # it tells the others itself (an all-reduce of a failure flag), on every path through it

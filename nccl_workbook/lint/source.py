@@ -260,6 +260,8 @@ _SMALL_DOWNLOAD = (".json", ".txt", ".yaml", ".yml", ".md", ".model", ".tiktoken
 _FIGURE = (".pdf", ".png", ".jpg", ".jpeg", ".svg", ".gif")
 
 
+#: a path that names a checkpoint (a copy of it is a copy of the model's weights; `score_sde/models` is source)
+_CHECKPOINT_PATH = re.compile(r"(?i)ckpt|checkpoint|resume|weights?\b|\.pth?\b|\.bin\b|safetensors|state_dict")
 #: a sample written out: one image, clip or sound (its generation, if any, is the long work, not its write)
 _MEDIA = re.compile(r"(^|_)(img|imgs|image|images|im|pil|grid|frame|frames|picture|video|videos|gif|audio|wav|mp4)$")
 
@@ -1172,7 +1174,7 @@ class SourceFacts:
         parts = _parts(name)
         if name in ("copy", "copyfile", "copy2", "copytree", "move") and recv and len(node.args) >= 2 \
                 and re.search(r"(?i)shutil|path_?mgr|pathmanager|\bfs\b|gfile|file_io", recv) \
-                and (_HEAVY.search(ast.unparse(node.args[0])) or "resume" in ast.unparse(node.args[0]).lower()) \
+                and _CHECKPOINT_PATH.search(ast.unparse(node.args[0])) \
                 and not any(isinstance(c, ast.Constant) and isinstance(c.value, str)
                             and c.value.lower().endswith((*_SMALL_DOWNLOAD, ".py", ".cfg", ".sh"))
                             for c in ast.walk(node.args[0])):   # (HigherHRNet copies the model's source file)

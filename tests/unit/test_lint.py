@@ -1430,6 +1430,36 @@ def test_a_parameter_that_gates_a_function_s_long_work_set_to_a_rank_flag(tmp_pa
     assert lint_paths([tmp_path / "train.py"]).findings == ()
 
 
+def test_round_eighteen_idioms(tmp_path: Path) -> None:
+    # DDGAN: rank 0 copies a folder of model source code; a checkpoint copied is the model's weights
+    copy = HEAD + "if rank == 0:\n    {}\ndist.barrier()\n"
+    assert found(copy.format("shutil.copytree('score_sde/models', os.path.join(exp_path, 'models'))")) == []
+    assert found(copy.format("shutil.copytree(args.ckpt_dir, backup_dir)")) == [(4, "rank0-long-work-before-collective")]
+    # HunyuanDiT: a sampler built with the rank and drop_last=True gives every rank the same share
+    loop = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\n"
+                   "sampler = ShardSampler(dataset, num_replicas=world_size, rank=rank{})\n"
+                   "loader = DataLoader(dataset, sampler=sampler)\nfor x in loader:\n    model(x).backward()\n")
+    assert found(loop.format(", drop_last=True")) == []
+    assert found(loop.format("")) == [(7, "uneven-collective-count")]
+    # s3prl: the handler retries on one process only; in a distributed run it raises
+    retry = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n    try:\n"
+                    "        model(x).backward()\n    except RuntimeError as e:\n        if {}:\n            raise\n"
+                    "        torch.cuda.empty_cache()\n        continue\n")
+    assert found(retry.format("is_initialized()")) == []
+    assert found(retry.format("args.strict")) == [(7, "exception-on-one-rank")]
+    # contriever: a helper that evaluates `if is_main:`, called without is_main (True on every rank by default)
+    (tmp_path / "beir_utils.py").write_text(
+        "def evaluate_model(model, data, is_main=True):\n    if is_main:\n        return retriever.evaluate(data)\n")
+    train = ("import torch.distributed as dist\nimport beir_utils\nfor step in range(9):\n    dist.all_reduce(x)\n"
+             "    beir_utils.evaluate_model(model, data{})\n")
+    from nccl_workbook.lint import lint_paths
+    (tmp_path / "train.py").write_text(train.format(""))
+    assert [f for f in lint_paths([tmp_path / "train.py"]).findings if f.path.endswith("train.py")] == []
+    (tmp_path / "train.py").write_text(train.format(", is_main=dist.get_rank() == 0"))
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings
+            if f.path.endswith("train.py")] == [(5, "rank0-long-work-before-collective")]
+
+
 def test_the_package_of_an_imported_file(tmp_path: Path) -> None:
     # RT-DETR: tools/train.py imports src.solver (its __init__.py), which imports det_solver.py beside it,
     # whose fit() saves on the main process and logs the test stats to TensorBoard
