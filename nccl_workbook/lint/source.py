@@ -262,6 +262,8 @@ _FIGURE = (".pdf", ".png", ".jpg", ".jpeg", ".svg", ".gif")
 
 #: a path that names a checkpoint (a copy of it is a copy of the model's weights; `score_sde/models` is source)
 _CHECKPOINT_PATH = re.compile(r"(?i)ckpt|checkpoint|resume|weights?\b|\.pth?\b|\.bin\b|safetensors|state_dict")
+#: a string that may name a module of the project (``"models.model"``): only a file that exists is read
+_MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 #: a sample written out: one image, clip or sound (its generation, if any, is the long work, not its write)
 _MEDIA = re.compile(r"(^|_)(img|imgs|image|images|im|pil|grid|frame|frames|picture|video|videos|gif|audio|wav|mp4)$")
 
@@ -292,6 +294,22 @@ def _small_save_name(name: str) -> bool:
     """``save_config``, ``save_args``, ``write_metadata_json``: a name that says it writes a small file;
     transformers' ``custom_object_save`` copies the source file that defines a custom model (verl)."""
     return bool(_SMALL_FILE_PARTS.intersection(_parts(name))) or name == "custom_object_save"
+
+
+def _not_distributed_call(call: ast.Call, fn: ast.AST) -> bool:
+    """Does the call give the function's rank parameter -1, "not a distributed run" (YOLOv9's validation
+    ``create_dataloader(..., rank=-1)``, whose ``torch_distributed_zero_first(rank)`` then skips its barriers)?"""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    given = [(params[i], a) for i, a in enumerate(call.args[:len(params)])]
+    given += [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
+    if not any(kw.arg is None for kw in call.keywords):   # (nothing hidden in **kwargs)
+        named = {p for p, _ in given}
+        given += [(p, v) for p, v in _param_defaults(fn) if p not in named]   # YOLOv9's val.py leaves rank=-1
+    return any(_is_rank_name(p) and _const(v) == -1 and not isinstance(_const(v), bool) for p, v in given)
 
 
 def _is_rank_name(name: str) -> bool:
@@ -385,6 +403,9 @@ class SourceFacts:
         self.import_from: dict[str, tuple[str, str, int]] = {}
         #: (module, relative-import level) of each ``from module import *``
         self.star_imports: list[tuple[str, int]] = []
+        #: modules named by a string handed to a call (``importlib.import_module("models.model")``, Palette's
+        #: ``init_obj(opt, default_file_name="models.model")``): imports made at run time
+        self.lazy_imports: list[str] = []
         #: the other files of the user's project, when linted as part of one (see lint/project.py)
         self.project: Project | None = None
         #: names holding an object on some ranks only, ``None`` on the others (see _index_rank_objects)
@@ -467,6 +488,11 @@ class SourceFacts:
                 assigns.append((target_names(node.target), node.value))
             elif isinstance(node, ast.Call):
                 self._index_call(node)
+                for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and (
+                            _MODULE_PATH.match(arg.value) or call_name(node)[1] in ("import_module", "__import__")
+                            and arg.value.isidentifier()) and arg.value not in self.lazy_imports:
+                        self.lazy_imports.append(arg.value)
                 if dotted(node.func).rsplit(".", 1)[-1] in _WRAPPERS:
                     wrap_calls.append(node)
                 if node.args and isinstance(node.args[0], ast.Name) and "save" in _parts(call_name(node)[1]):
@@ -664,6 +690,10 @@ class SourceFacts:
                 elif c is not ...:
                     consts.append(c)
             # "is this a distributed run": the same answer on every rank
+            if len(node.ops) == 1 and len(consts) == 1 and (
+                    isinstance(node.ops[0], (ast.GtE, ast.Lt)) and consts[0] == 0
+                    or isinstance(node.ops[0], (ast.Gt, ast.LtE)) and consts[0] == -1):
+                return False   # HRNet's `distributed = args.local_rank >= 0`: -1 means "not launched distributed"
             return not (consts and all(c in (-1, None) for c in consts))
         if isinstance(node, (ast.Name, ast.Attribute)):
             name = dotted(node)
@@ -701,6 +731,8 @@ class SourceFacts:
         line = call.lineno
         full = self.imported.get(name, "") if not recv else ""
         if recv in ("self", "cls", "") and name in self.functions and not full:
+            if _not_distributed_call(call, self.functions[name][0]):
+                return None
             inner = self.function_collective(name, include_backward=include_backward)
             if inner is not None and self._falsy_params(call, name) \
                     and self._collective_unless(name, self._falsy_params(call, name), include_backward) is None:
@@ -712,6 +744,8 @@ class SourceFacts:
         ext = self.external(recv, name)
         if ext is not None:
             other, func = ext
+            if other.functions.get(func) and _not_distributed_call(call, other.functions[func][0]):
+                return None
             inner = other.function_collective(func, include_backward=include_backward)
             if inner is not None and inner.kind == "gathers shards" and not self._may_shard_here():
                 # physicsnemo's save_checkpoint() calls get_optimizer_state_dict() only for an FSDP or DTensor
@@ -946,7 +980,8 @@ class SourceFacts:
         if self.project is None:
             return []
         here, out = Path(self.path), []
-        for module, sub, level in [*self.import_from.values(), *((m, "", lv) for m, lv in self.star_imports)]:
+        for module, sub, level in [*self.import_from.values(), *((m, "", lv) for m, lv in self.star_imports),
+                                   *((m, "", 0) for m in self.lazy_imports)]:
             # `from train import trainers`: the package's __init__.py and the module train/trainers.py (HALOs)
             for other in (self.project.module(module, here, level) if module else None,
                           self.project.module(f"{module}.{sub}" if module else sub, here, level) if sub else None):

@@ -1477,3 +1477,24 @@ def test_the_package_of_an_imported_file(tmp_path: Path) -> None:
     from nccl_workbook.lint import lint_paths
     findings = lint_paths([tmp_path / "tools" / "train.py"]).findings
     assert [(Path(f.path).name, f.line) for f in findings] == [("det_solver.py", 10)]   # the save, not the scalars
+
+
+def test_round_nineteen_idioms(tmp_path: Path) -> None:
+    # HRNet: `distributed = args.local_rank >= 0` is "launched distributed", the same on every rank
+    uniform = HEAD + "distributed = args.local_rank {} 0\nif distributed:\n    dist.barrier()\n"
+    assert found(uniform.format(">=")) == [] and found(uniform.format("<")) == []
+    assert found(uniform.format(">")) == [(5, "collective-in-rank-branch")]   # the non-zero ranks: a rank test
+    # YOLOv9: a helper whose barriers are gated on its rank parameter, called with rank=-1 (or left at -1)
+    zero_first = HEAD + ("def make_loader(path, rank=-1):\n    if rank not in [-1, 0]:\n        dist.barrier()\n"
+                         "    data = load(path)\n    if rank == 0:\n        dist.barrier()\n    return data\n"
+                         "RANK = int(os.environ['RANK'])\nif RANK in {{-1, 0}}:\n    val_loader = make_loader(val_path{})\n")
+    assert found(zero_first.format(", rank=-1")) == [] and found(zero_first.format("")) == []
+    assert found(zero_first.format(", rank=RANK")) == [(12, "collective-in-rank-branch")]
+    # Palette: the model's module is named by a string handed to a factory, imported at run time
+    from nccl_workbook.lint import lint_paths
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("")
+    (tmp_path / "models" / "model.py").write_text(HEAD + "def fit():\n    if dist.get_rank() == 0:\n        dist.barrier()\n")
+    for name, expected in (("models.model", [("model.py", 5)]), ("models.other", [])):
+        (tmp_path / "run.py").write_text(f"import importlib\nmodel = init_obj(opt, default_file_name='{name}')\n")
+        assert [(Path(f.path).name, f.line) for f in lint_paths([tmp_path / "run.py"]).findings] == expected
