@@ -29,8 +29,9 @@ from nccl_workbook.lint.source import SourceFacts
 __all__ = ["LintFinding", "LintError", "LintReport", "lint_source", "lint_file", "lint_paths", "python_files"]
 
 #: how many imports deep the local files of a named script are checked with it (run.py imports
-#: exp/exp_forecast.py, whose loop calls utils/tools.py's early stopping: OpenLTM)
-IMPORT_DEPTH = 2
+#: exp/exp_forecast.py, whose loop calls utils/tools.py's early stopping: OpenLTM; OpenNMT-py's train.py ->
+#: onmt/bin/train.py -> onmt/train_single.py -> onmt/trainer.py, where the loop is)
+IMPORT_DEPTH = 3
 #: folders never entered when a folder is linted
 _SKIP_DIRS = frozenset({".git", ".hg", ".venv", "venv", "env", "__pycache__", "node_modules", ".tox", ".mypy_cache",
                         "site-packages", "build", "dist", ".ipynb_checkpoints"})

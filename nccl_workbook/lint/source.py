@@ -234,7 +234,7 @@ def _light(site: Site) -> bool:
 
 
 #: an iterable that loads data as it is walked (walking it is the work, whatever the body does)
-_PIPELINE = re.compile(r"loader|dataset(?!_?(indices|idx|ids?|names?|keys|sizes?|lens?)\b)|dataloader|iterator|stream",
+_PIPELINE = re.compile(r"loader|dataset(?!_?(indices|idx|ids?|names?|keys|sizes?|lens?|splits?)\b)|dataloader|iterator|stream",
                        re.IGNORECASE)   # (RDT's `zip(dataset_indices, losses)` walks numbers)
 _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add", "pop", "format", "join", "len",
                           "range", "str", "int", "float", "repr", "enumerate", "zip", "isinstance", "getattr",
@@ -247,8 +247,14 @@ _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add"
 def _light_call(call: ast.Call) -> bool:
     """A call that takes no time worth counting: a print or log line, a constructor, list and string methods."""
     recv, name = call_name(call)
+    if name in ("system", "run", "call", "check_call", "check_output") and recv in ("os", "subprocess") and call.args:
+        # CLAP's `os.system(f"aws s3 cp .../sizes.json ./json_files/.../sizes.json")`: a shell command that moves
+        # only small files
+        text = "".join(c.value for c in ast.walk(call.args[0]) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+        files = re.findall(r"\.(\w+)(?=[\s'\"]|$)", text)
+        return bool(files) and all(f".{ext.lower()}" in (*_SMALL_DOWNLOAD, ".csv") for ext in files)
     # a TensorBoard writer's add_scalar/add_image (RT-DETR's loop over its test stats) is queued to a file
-    return name in _LIGHT_CALLS or name[:1].isupper() or _log_line_name(name) or _writes_a_figure(call) \
+    return name in _LIGHT_CALLS or name in ("makedirs", "mkdir") or name[:1].isupper() or _log_line_name(name) or _writes_a_figure(call) \
         or name.startswith("add_") and "writer" in recv.lower() \
         or bool(re.search(r"(^|\.)(log|logger|logging|pbar|tqdm|os\.path|sys\.stdout)$", recv))
 
@@ -889,6 +895,12 @@ class SourceFacts:
         elif recv in self.import_from:
             module, sub, level = self.import_from[recv]
             other = self.project.module(f"{module}.{sub}" if sub else module, here, level)
+        elif "." in recv and any(recv.startswith(f"{k}.") and not v[1] for k, v in self.import_from.items()):
+            # OpenNMT's `import onmt.utils`, then `onmt.utils.distributed.all_gather_list(...)`: a submodule of an
+            # imported package, named through it
+            head = max((k for k, v in self.import_from.items() if recv.startswith(f"{k}.") and not v[1]), key=len)
+            module, _sub, level = self.import_from[head]
+            other = self.project.module(module + recv[len(head):], here, level)
         elif recv in ("self", "super()") and name not in self.functions:
             # a method inherited from a class of another file (fairchem's OCPTrainer(BaseTrainer).save())
             other = next((base for base in self._base_modules() if name in base.functions), None)

@@ -1498,3 +1498,38 @@ def test_round_nineteen_idioms(tmp_path: Path) -> None:
     for name, expected in (("models.model", [("model.py", 5)]), ("models.other", [])):
         (tmp_path / "run.py").write_text(f"import importlib\nmodel = init_obj(opt, default_file_name='{name}')\n")
         assert [(Path(f.path).name, f.line) for f in lint_paths([tmp_path / "run.py"]).findings] == expected
+
+
+def test_three_imports_deep_and_a_submodule_named_through_its_package(tmp_path: Path) -> None:
+    # OpenNMT-py: train.py -> onmt/bin/train.py -> onmt/train_single.py -> onmt/trainer.py, whose loop validates
+    # on rank 0 while the others go on to `onmt.utils.distributed.all_gather_list` (named through `import onmt.utils`)
+    from nccl_workbook.lint import lint_paths
+    for d in ("onmt/bin", "onmt/utils"):
+        (tmp_path / d).mkdir(parents=True)
+    for init in ("onmt", "onmt/bin", "onmt/utils"):
+        (tmp_path / init / "__init__.py").write_text("")
+    (tmp_path / "onmt/utils/distributed.py").write_text(
+        "import torch.distributed\ndef all_gather_list(x):\n    torch.distributed.all_gather(out, x)\n    return out\n")
+    (tmp_path / "onmt/trainer.py").write_text(
+        "import onmt.utils\nclass Trainer:\n    def train(self, batches):\n        for b in batches:\n"
+        "            n = onmt.utils.distributed.all_gather_list(b)\n            if self.gpu_rank <= 0:\n"
+        "                self.validate(self.valid_iter)\n")
+    (tmp_path / "onmt/train_single.py").write_text("from onmt.trainer import Trainer\n")
+    (tmp_path / "onmt/bin/train.py").write_text("from onmt.train_single import main\n")
+    (tmp_path / "train.py").write_text("from onmt.bin.train import main\nmain()\n")
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings] == [
+        ("trainer.py", 7, "rank0-long-work-before-collective")]
+    # one level further is read for its functions, not checked
+    (tmp_path / "train.py").write_text("from launcher import main\nmain()\n")
+    (tmp_path / "launcher.py").write_text("from onmt.bin.train import main\n")
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
+
+
+def test_a_shell_command_that_copies_small_files_is_short() -> None:
+    # CLAP: rank 0 fetches each dataset split's sizes.json with the AWS CLI before the DDP wrap
+    copy = HEAD + ("if dist.get_rank() == 0:\n    for name in args.datasetnames:\n"
+                   "        for split in dataset_split[name]:\n            os.makedirs(f'./json/{{name}}', exist_ok=True)\n"
+                   "            os.system(f'aws s3 cp s3://b/{{name}}/{{split}}/{} ./json/{{name}}/{}')\n"
+                   "model = torch.nn.parallel.DistributedDataParallel(net)\n")
+    assert found(copy.format("sizes.json", "sizes.json")) == []
+    assert found(copy.format("data.tar", "data.tar")) == [(4, "rank0-long-work-before-collective")]
