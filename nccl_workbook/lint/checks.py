@@ -452,6 +452,9 @@ def _is_data_condition(test: ast.AST) -> bool:
         return False
     # ``x.item()`` reads a tensor's value: the method name is no data name (``signal.item() == 0``)
     text = re.sub(r"\.item\(\)", "", ast.unparse(test))
+    # a plain predicate called without arguments asks about the job, not this rank's data (habitat's
+    # `if not is_slurm_batch_job(): return`)
+    text = re.sub(r"(?<![\w.])(is|has|use|should)_\w+\(\)", "", text)
     text = _without_shared(text)
     return bool(_NAN.search(text)) or (bool(_DATA_NAME.search(text)) and bool(_EMPTY_TEST.search(text)))
 
@@ -722,7 +725,7 @@ class _RankWalk:
             # (DDP's join() shadows the collectives of the ranks that run fewer passes)
             loop = f.enclosing_loop(stmt)
             site = _collective_beside(f, loop, exit_stmt) if loop is not None else None
-            if site is not None and loop is not None:
+            if site is not None and loop is not None and not _point_to_point(site):
                 word = "break" if isinstance(exit_stmt, ast.Break) else "continue"
                 self.out.append(RawFinding(
                     Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
@@ -768,12 +771,19 @@ class _RankWalk:
         if rank_if is None:
             return
         site = f.first_collective(loop.body)
-        if site is None or any(o.rule is Rule.UNEVEN_COLLECTIVE_COUNT and o.line == stmt.lineno for o in self.out):
+        if site is None or _point_to_point(site) or any(
+                o.rule is Rule.UNEVEN_COLLECTIVE_COUNT and o.line == stmt.lineno for o in self.out):
             return
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
             f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
             f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at {site.at}"))
+
+
+def _point_to_point(site: Site) -> bool:
+    """A send or receive: each pairs with one peer's, and a rank-dependent number of them is how trees and
+    pipelines are built (habitat's binomial-tree `gatherv`), not a count the ranks must share."""
+    return site.label.split("(")[0].rsplit(".", 1)[-1] in POINT_TO_POINT
 
 
 def _collective_beside(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Site | None:
@@ -1097,6 +1107,46 @@ def _second_of_main_first(f: SourceFacts, stmt: ast.If, work: Site) -> bool:
     return False
 
 
+#: context managers that run their body on the main process first while the others wait in a barrier, then on
+#: the others (Accelerate, HF TrainingArguments, nanotron, YOLO's torch_distributed_zero_first)
+_MAIN_FIRST = re.compile(r"^((local_)?main_process_first|main_rank_first|rank_zero_first|(torch_)?distributed_zero_first)$")
+
+
+def check_main_first(f: SourceFacts) -> list[RawFinding]:
+    """``rank0-long-work-before-collective`` for a dataset pass spread over worker processes (``num_proc=``)
+    inside a main-process-first block: the main process maps or filters the whole data set while every other
+    rank waits in the block's barrier (distil-whisper's log-mel features, nanotron's tokenization, whose
+    authors' comments say it may time out). A block that loads or maps a small data set in one process
+    (Accelerate's GLUE examples) is not reported: a static reading cannot tell the data set's size, and
+    ``num_proc`` says it was large enough to parallelise."""
+    seconds, how = _pg_timeout(f)
+    if seconds is not None and seconds >= LONG_BUDGET_S and not how.startswith("the default"):
+        return []   # (parler-tts: a 120-minute group timeout covers its preprocessing)
+    out: list[RawFinding] = []
+    for node in ast.walk(f.tree):
+        if not isinstance(node, (ast.With, ast.AsyncWith)):
+            continue
+        ctx = next((i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)
+                    and _MAIN_FIRST.match(call_name(i.context_expr)[1])), None)
+        if ctx is None:
+            continue
+        call = min((c for s in node.body for c in walk_local(s) if isinstance(c, ast.Call) and any(
+            kw.arg and "num_proc" in kw.arg and _const(kw.value) not in (None, 0, 1) for kw in c.keywords)),
+                   key=lambda c: c.lineno, default=None)
+        if call is None:
+            continue
+        label = f"{dotted(call.func)}()"
+        out.append(RawFinding(
+            Rule.RANK0_LONG_WORK, call.lineno,
+            f"{label} (a pass over the data set in worker processes) runs first on the main process inside "
+            f"`{dotted(ctx.func)}()` (line {node.lineno})",
+            why="the other ranks sit in its barrier, with the process-group timeout running, for as long as the "
+                "pass takes; a large data set's preprocessing can outlast it",
+            fix="preprocess once before the training job (the `datasets` cache on shared storage), or let the others "
+                "wait on a side group with a long timeout: `nccl_workbook.fixes.wait_for_main(fn)`"))
+    return out
+
+
 def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
     """Each target of an assignment with the value it gets: ``a, b = x, y`` pairs ``a`` with ``x``; with
     ``*rest`` on the right (``a, b, c = x, *pair``), the names it fills get ``rest``; anything else pairs the
@@ -1201,7 +1251,7 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
         if not shard and not direct:
             continue
         site = f.first_collective(node.body)
-        if site is None or _under_join(f, node) or _capped_by_index(node, site.line):
+        if site is None or _under_join(f, node) or _capped_by_index(node, site.line) or _point_to_point(site):
             continue
         what = shard[0].split(":")[-1] if shard else _cond_text(node.iter)
         out.append(RawFinding(
@@ -1474,6 +1524,7 @@ def check_loader_timeouts(f: SourceFacts) -> list[RawFinding]:
 
 CHECKS: tuple[Callable[[SourceFacts], list[RawFinding]], ...] = (
     check_rank_branches,
+    check_main_first,
     check_uneven_loops,
     check_exceptions,
     check_noop_settings,

@@ -325,7 +325,8 @@ def _is_rank_name(name: str) -> bool:
 
 def _is_main_flag_name(name: str) -> bool:
     last = name.rsplit(".", 1)[-1]
-    return last in _MAIN_EXTRA or bool(_MAIN_FLAG.match(last.lower()))
+    # (a bare `zero` is a ZeRO stage: Infinity's `self.zero`, `using_ema = ema_ratio != 0 and zero == 0`)
+    return last in _MAIN_EXTRA or bool(_MAIN_FLAG.match(last.lower())) and last.lower().lstrip("_") != "zero"
 
 
 def _const(node: ast.AST) -> object:

@@ -1533,3 +1533,36 @@ def test_a_shell_command_that_copies_small_files_is_short() -> None:
                    "model = torch.nn.parallel.DistributedDataParallel(net)\n")
     assert found(copy.format("sizes.json", "sizes.json")) == []
     assert found(copy.format("data.tar", "data.tar")) == [(4, "rank0-long-work-before-collective")]
+
+
+def test_a_parallel_dataset_pass_inside_main_process_first() -> None:
+    # distil-whisper, nanotron: the main process maps the whole data set over worker processes while the others
+    # wait in the block's barrier; Accelerate's GLUE examples map a small data set in one process
+    first = ("from accelerate import Accelerator\naccelerator = Accelerator()\n{}"
+             "with accelerator.main_process_first():\n    ds = raw.map(prepare, batched=True{})\n")
+    assert found(first.format("", ", num_proc=args.workers")) == [(4, "rank0-long-work-before-collective")]
+    assert found(first.format("", "")) == [] and found(first.format("", ", num_proc=1")) == []
+    # a group timeout of hours set in the file covers it (parler-tts: 120 minutes)
+    long_pg = ("from datetime import timedelta\nfrom accelerate import InitProcessGroupKwargs\n"
+               "kwargs = InitProcessGroupKwargs(timeout=timedelta(minutes=120))\n")
+    assert found(first.format(long_pg, ", num_proc=args.workers")) == []
+    # the message names the block and the fix
+    [f] = lint_source(first.format("", ", num_proc=8"))
+    assert "main_process_first()` (line 3)" in f.message and "wait_for_main" in f.fix
+
+
+def test_round_twenty_idioms() -> None:
+    # Infinity: `self.zero` is the ZeRO stage, the same on every rank; `is_zero`/`rank_zero` are rank flags
+    zero = HEAD + "if {}:\n    dist.all_reduce(t)\n"
+    assert found(zero.format("self.zero")) == [] and found(zero.format("using_ema and zero == 0")) == []
+    assert found(zero.format("self.is_zero")) == [(4, "collective-in-rank-branch")]
+    # habitat: a plain predicate about the job is no test of this rank's data; `not batch` is
+    early = HEAD + "def requeue({}):\n    if not {}:\n        return\n    dist.barrier()\n"
+    assert found(early.format("", "is_slurm_batch_job()")) == []
+    assert found(early.format("batch", "batch")) == [(5, "uneven-collective-count")]
+    # habitat's binomial-tree gatherv: rank-dependent sends and receives pair by construction
+    tree = HEAD + ("def gatherv(t, rank, world_size):\n    mask = 1\n    while mask < world_size:\n"
+                   "        if rank & mask != 0:\n            dist.{}(t, rank - mask)\n            break\n"
+                   "        dist.{}(t, rank + mask)\n        mask <<= 1\n")
+    assert found(tree.format("isend", "irecv")) == []
+    assert found(tree.format("all_reduce", "all_reduce")) == [(7, "collective-in-rank-branch"), (8, "uneven-collective-count")]
