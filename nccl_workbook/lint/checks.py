@@ -38,7 +38,8 @@ from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S
 from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, _const,
-                                      _param_defaults, call_name, dotted, ends_group, target_names, walk_local)
+                                      _param_defaults, bound_arguments, call_name, dotted, ends_group, target_names,
+                                      walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
            "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
@@ -1075,10 +1076,7 @@ def _left_at_a_constant_default(defs: list[ast.FunctionDef | ast.AsyncFunctionDe
     same value on every rank)?"""
     for fn in defs[:1]:
         defaults = dict(_param_defaults(fn))
-        positional = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-        if positional[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
-            positional = positional[1:]
-        given = set(positional[:len(call.args)]) | {kw.arg for kw in call.keywords if kw.arg}
+        given = {p for p, _ in bound_arguments(call, fn)}
         if names and all(n in defaults and n not in given and isinstance(defaults[n], ast.Constant) for n in names) \
                 and not any(kw.arg is None for kw in call.keywords):   # (nothing hidden in **kwargs)
             return True

@@ -302,16 +302,22 @@ def _small_save_name(name: str) -> bool:
     return bool(_SMALL_FILE_PARTS.intersection(_parts(name))) or name == "custom_object_save"
 
 
+def bound_arguments(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:
+    """(parameter, value) for each parameter the call gives (a method's ``self`` left out when called through
+    an attribute)."""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    return [(params[i], a) for i, a in enumerate(call.args[:len(params)])] + \
+        [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
+
+
 def _not_distributed_call(call: ast.Call, fn: ast.AST) -> bool:
     """Does the call give the function's rank parameter -1, "not a distributed run" (YOLOv9's validation
     ``create_dataloader(..., rank=-1)``, whose ``torch_distributed_zero_first(rank)`` then skips its barriers)?"""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-    if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
-        params = params[1:]
-    given = [(params[i], a) for i, a in enumerate(call.args[:len(params)])]
-    given += [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
+    given = bound_arguments(call, fn)
     if not any(kw.arg is None for kw in call.keywords):   # (nothing hidden in **kwargs)
         named = {p for p, _ in given}
         given += [(p, v) for p, v in _param_defaults(fn) if p not in named]   # YOLOv9's val.py leaves rank=-1
@@ -1077,15 +1083,10 @@ class SourceFacts:
         fn = next(iter(self.functions.get(name, [])), None)
         if fn is None:
             return frozenset()
-        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-        if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
-            params = params[1:]
 
         def is_falsy(v: ast.AST) -> bool:
             return isinstance(v, ast.Constant) and v.value in (False, None, 0) or isinstance(v, ast.Name) and v.id in falsy
-        out = {params[i] for i, a in enumerate(call.args[:len(params)]) if is_falsy(a)}
-        out |= {kw.arg for kw in call.keywords if kw.arg and is_falsy(kw.value)}
-        return frozenset(out)
+        return frozenset(p for p, v in bound_arguments(call, fn) if is_falsy(v))
 
     def _collective_unless(self, name: str, falsy: frozenset[str], include_backward: bool, depth: int = 0) -> Site | None:
         """The first collective of ``name`` when the parameters in ``falsy`` are false: the bodies of ``if p:``
