@@ -12,6 +12,7 @@ Usage::
     python tests/data/lint/corpus.py build --clone         # or clone each repository (needs network)
     python tests/data/lint/corpus.py measure               # recall per rule, false reports per clean script
     python tests/data/lint/corpus.py sources               # the case table of SOURCES.md
+    python tests/data/lint/corpus.py full --mirrors DIR    # lint each case in its whole checkout: what differs
 
 ``build`` cannot fetch the cases whose source is an issue's text or an excerpt: it names them, with
 the URL to copy them from.
@@ -205,6 +206,42 @@ def build(mirrors: Path | None, clone: bool) -> int:
     return 1 if missing else 0
 
 
+def full_checkouts(mirrors: Path, out: Path) -> int:
+    """Lint each case that has a project in its whole checkout (the ``.py`` files of its commit, from the
+    mirrors), as a user would, and print the findings that differ from the manifest's (expected, also and
+    known false, over the case's files). Returns the number of cases that differ."""
+    from nccl_workbook.lint import lint_paths
+
+    cases = load_cases()
+    by_name = {c["file"]: c for c in cases}
+    differ = 0
+    for case in cases:
+        if not counted(case) or not case.get("project") or case["source"] != "repository":
+            continue
+        root = out / f"{case['repo'].replace('/', '+')}@{case['commit'][:10]}"
+        if not root.exists():
+            git = str(mirrors / case["repo"].replace("/", "+") / "repo")
+            names = subprocess.run(["git", "-C", git, "ls-tree", "-r", "--name-only", case["commit"]],
+                                   capture_output=True, text=True, check=True).stdout.split("\n")
+            root.mkdir(parents=True)
+            archive = subprocess.run(["git", "-C", git, "archive", case["commit"], "--",
+                                      *[n for n in names if n.endswith(".py")]], capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
+        known = {(by_name[n]["path"], rule, line) for n in [case["file"], *case["project"]]
+                 for rule, line in by_name[n]["expect"] + by_name[n]["also"] + by_name[n].get("false", [])
+                 + by_name[n].get("false_later", [])}
+        cwd = os.getcwd()
+        os.chdir(root)
+        try:
+            got = {(str(Path(f.path)), f.rule.value, f.line) for f in lint_paths([Path(case["path"])]).findings}
+        finally:
+            os.chdir(cwd)
+        if got != known:
+            differ += 1
+            print(f"{case['file']}: more {sorted(got - known)} fewer {sorted(known - got)}", flush=True)
+    return differ
+
+
 def sources_table() -> str:
     """The case table of SOURCES.md, from the manifest."""
     rows = ["| file | rule | source | expected | confirms | note |", "|---|---|---|---|---|---|"]
@@ -231,10 +268,16 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--mirrors", type=Path, default=None, help="folder of bare clones named owner+name/repo")
     b.add_argument("--clone", action="store_true", help="clone each repository from GitHub")
     sub.add_parser("measure")
+    fl = sub.add_parser("full", help="lint each case with a project in its whole checkout; print the differences")
+    fl.add_argument("--mirrors", type=Path, required=True, help="folder of bare clones named owner+name/repo")
+    fl.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "lint-corpus-checkouts")
     sub.add_parser("sources", help="print the case table of SOURCES.md")
     args = p.parse_args(argv)
     if args.cmd == "build":
         return build(args.mirrors, args.clone)
+    if args.cmd == "full":
+        print(f"{full_checkouts(args.mirrors, args.out)} cases differ")
+        return 0
     print(measure() if args.cmd == "measure" else sources_table())
     return 0
 
