@@ -471,10 +471,7 @@ class _RankWalk:
     def __init__(self, facts: SourceFacts) -> None:
         self.f = facts
         self.out: list[RawFinding] = []
-        # a group timeout of an hour or more set in the file: waiting for one rank's work is budgeted
-        # (YOLOv5 sets 3 h "to cover" its rank-0 validation and save), not a hazard
-        seconds, how = _pg_timeout(facts)
-        self.budgeted = seconds is not None and seconds >= LONG_BUDGET_S and not how.startswith("the default")
+        self.budgeted = _budgeted(facts)
 
     # a "where" is the condition in force (see Where), or None
     def block(self, stmts: list[ast.stmt], where: Where | None) -> None:
@@ -1076,9 +1073,9 @@ def _left_at_a_constant_default(defs: list[ast.FunctionDef | ast.AsyncFunctionDe
     same value on every rank)?"""
     for fn in defs[:1]:
         defaults = dict(_param_defaults(fn))
-        given = {p for p, _ in bound_arguments(call, fn)}
-        if names and all(n in defaults and n not in given and isinstance(defaults[n], ast.Constant) for n in names) \
-                and not any(kw.arg is None for kw in call.keywords):   # (nothing hidden in **kwargs)
+        bound = dict(bound_arguments(call, fn, with_defaults=True))
+        if names and all(n in defaults and bound.get(n) is defaults[n] and isinstance(defaults[n], ast.Constant)
+                         for n in names):
             return True
     return False
 
@@ -1107,7 +1104,8 @@ def _second_of_main_first(f: SourceFacts, stmt: ast.If, work: Site) -> bool:
 
 #: context managers that run their body on the main process first while the others wait in a barrier, then on
 #: the others (Accelerate, HF TrainingArguments, nanotron, YOLO's torch_distributed_zero_first)
-_MAIN_FIRST = re.compile(r"^((local_)?main_process_first|main_rank_first|rank_zero_first|(torch_)?distributed_zero_first)$")
+_MAIN_FIRST = re.compile(r"^((local_)?main_process_first|main_rank_first|rank_zero_first|"
+                         r"(torch_)?distributed_zero_first)$")
 
 
 def check_main_first(f: SourceFacts) -> list[RawFinding]:
@@ -1117,8 +1115,7 @@ def check_main_first(f: SourceFacts) -> list[RawFinding]:
     authors' comments say it may time out). A block that loads or maps a small data set in one process
     (Accelerate's GLUE examples) is not reported: a static reading cannot tell the data set's size, and
     ``num_proc`` says it was large enough to parallelise."""
-    seconds, how = _pg_timeout(f)
-    if seconds is not None and seconds >= LONG_BUDGET_S and not how.startswith("the default"):
+    if _budgeted(f):
         return []   # (parler-tts: a 120-minute group timeout covers its preprocessing)
     out: list[RawFinding] = []
     for node in ast.walk(f.tree):
@@ -1413,6 +1410,13 @@ def _read_back(finding: RawFinding, read_here: set[str]) -> bool:
 
 _INIT_CALLS = ("init_process_group", "init_distributed", "InitProcessGroupKwargs", "DDPStrategy", "FSDPStrategy",
                "DeepSpeedStrategy")
+
+
+def _budgeted(f: SourceFacts) -> bool:
+    """Does the file set a group timeout of an hour or more? Waiting for one rank's work is budgeted then
+    (YOLOv5 sets 3 h "to cover" its rank-0 validation and save), not a hazard."""
+    seconds, how = _pg_timeout(f)
+    return seconds is not None and seconds >= LONG_BUDGET_S and not how.startswith("the default")
 
 
 def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:

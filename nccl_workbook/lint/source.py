@@ -234,8 +234,8 @@ def _light(site: Site) -> bool:
 
 
 #: an iterable that loads data as it is walked (walking it is the work, whatever the body does)
-_PIPELINE = re.compile(r"loader|dataset(?!_?(indices|idx|ids?|names?|keys|sizes?|lens?|splits?)\b)|dataloader|iterator|stream",
-                       re.IGNORECASE)   # (RDT's `zip(dataset_indices, losses)` walks numbers)
+_PIPELINE = re.compile(r"loader|dataset(?!_?(indices|idx|ids?|names?|keys|sizes?|lens?|splits?)\b)|dataloader|"
+                       r"iterator|stream", re.IGNORECASE)   # (RDT's `zip(dataset_indices, losses)` walks numbers)
 _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add", "pop", "format", "join", "len",
                           "range", "str", "int", "float", "repr", "enumerate", "zip", "isinstance", "getattr",
                           "setattr", "sorted", "min", "max", "sum", "abs", "round", "exists", "isfile", "isdir",
@@ -250,12 +250,13 @@ def _light_call(call: ast.Call) -> bool:
     if name in ("system", "run", "call", "check_call", "check_output") and recv in ("os", "subprocess") and call.args:
         # CLAP's `os.system(f"aws s3 cp .../sizes.json ./json_files/.../sizes.json")`: a shell command that moves
         # only small files
-        text = "".join(c.value for c in ast.walk(call.args[0]) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+        text = "".join(c.value for c in ast.walk(call.args[0])
+                       if isinstance(c, ast.Constant) and isinstance(c.value, str))
         files = re.findall(r"\.(\w+)(?=[\s'\"]|$)", text)
         return bool(files) and all(f".{ext.lower()}" in (*_SMALL_DOWNLOAD, ".csv") for ext in files)
     # a TensorBoard writer's add_scalar/add_image (RT-DETR's loop over its test stats) is queued to a file
-    return name in _LIGHT_CALLS or name in ("makedirs", "mkdir") or name[:1].isupper() or _log_line_name(name) or _writes_a_figure(call) \
-        or name.startswith("add_") and "writer" in recv.lower() \
+    return name in _LIGHT_CALLS or name in ("makedirs", "mkdir") or name[:1].isupper() or _log_line_name(name) \
+        or _writes_a_figure(call) or name.startswith("add_") and "writer" in recv.lower() \
         or bool(re.search(r"(^|\.)(log|logger|logging|pbar|tqdm|os\.path|sys\.stdout)$", recv))
 
 
@@ -302,14 +303,20 @@ def _small_save_name(name: str) -> bool:
     return bool(_SMALL_FILE_PARTS.intersection(_parts(name))) or name == "custom_object_save"
 
 
-def bound_arguments(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:
+def bound_arguments(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef, *,
+                    with_defaults: bool = False) -> list[tuple[str, ast.expr]]:
     """(parameter, value) for each parameter the call gives (a method's ``self`` left out when called through
-    an attribute)."""
+    an attribute); ``with_defaults``: and the default of each one it leaves out, unless ``**kwargs`` may hide
+    it."""
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
     if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
         params = params[1:]
-    return [(params[i], a) for i, a in enumerate(call.args[:len(params)])] + \
+    given = [(params[i], a) for i, a in enumerate(call.args[:len(params)])] + \
         [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
+    if with_defaults and not any(kw.arg is None for kw in call.keywords):
+        named = {p for p, _ in given}
+        given += [(p, v) for p, v in _param_defaults(fn) if p not in named]
+    return given
 
 
 def _not_distributed_call(call: ast.Call, fn: ast.AST) -> bool:
@@ -317,11 +324,9 @@ def _not_distributed_call(call: ast.Call, fn: ast.AST) -> bool:
     ``create_dataloader(..., rank=-1)``, whose ``torch_distributed_zero_first(rank)`` then skips its barriers)?"""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    given = bound_arguments(call, fn)
-    if not any(kw.arg is None for kw in call.keywords):   # (nothing hidden in **kwargs)
-        named = {p for p, _ in given}
-        given += [(p, v) for p, v in _param_defaults(fn) if p not in named]   # YOLOv9's val.py leaves rank=-1
-    return any(_is_rank_name(p) and _const(v) == -1 and not isinstance(_const(v), bool) for p, v in given)
+    # (YOLOv9's val.py leaves create_dataloader's rank at its -1 default)
+    return any(_is_rank_name(p) and _const(v) == -1 and not isinstance(_const(v), bool)
+               for p, v in bound_arguments(call, fn, with_defaults=True))
 
 
 def _is_rank_name(name: str) -> bool:

@@ -81,6 +81,16 @@ def _key(c: dict, rule: str, line: int) -> tuple[str, int]:
     return (rule, line) if not c.get("context_for") else (f"{rule} in {c['path']}", line)
 
 
+def _known_false(c: dict) -> list[list]:
+    """The false reports recorded as still made: at the blind run (``false``) and since (``false_later``)."""
+    return c.get("false", []) + c.get("false_later", [])
+
+
+def _recorded(c: dict) -> list[list]:
+    """Every finding the manifest expects or knows in a case's file: real, also, and known false."""
+    return c["expect"] + c["also"] + _known_false(c)
+
+
 def evaluate(case: dict, path: Path) -> Outcome:
     """Lint a case's file on its own or, when it names a ``project`` (the other files of its repository
     that it imports, kept as cases marked ``context_for``), laid out with them at their repository paths,
@@ -105,8 +115,8 @@ def evaluate(case: dict, path: Path) -> Outcome:
     else:
         found = [(f.rule.value, f.line) for f in lint_source(path.read_text(errors="replace"), str(path))]
     wanted = [_key(c, *x) for c in files for x in c["expect"]]
-    known = {_key(c, *x) for c in files for x in c.get("false", []) + c.get("false_later", [])}
-    allowed = set(wanted) | {_key(c, *x) for c in files for x in c["also"]} | known
+    known = {_key(c, *x) for c in files for x in _known_false(c)}
+    allowed = {_key(c, *x) for c in files for x in _recorded(c)}
     return Outcome(case, found, [w for w in wanted if w not in found], [f for f in found if f not in allowed],
                    [f for f in found if f in known], sorted(k for k in known if k not in found))
 
@@ -228,8 +238,7 @@ def full_checkouts(mirrors: Path, out: Path) -> int:
                                       *[n for n in names if n.endswith(".py")]], capture_output=True, check=True)
             subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
         known = {(by_name[n]["path"], rule, line) for n in [case["file"], *case["project"]]
-                 for rule, line in by_name[n]["expect"] + by_name[n]["also"] + by_name[n].get("false", [])
-                 + by_name[n].get("false_later", [])}
+                 for rule, line in _recorded(by_name[n])}
         cwd = os.getcwd()
         os.chdir(root)
         try:
