@@ -228,6 +228,20 @@ def _timer(device: Any) -> tuple[Any, Any]:
     return time.perf_counter, lambda t0: time.perf_counter() - t0
 
 
+def _all_gather_single(out: Any, inp: Any) -> Any:
+    """``dist.all_gather_single`` (torch 2.13), ``all_gather_into_tensor`` before it (2.11 has no other)."""
+    import torch.distributed as dist
+
+    return getattr(dist, "all_gather_single", dist.all_gather_into_tensor)(out, inp)
+
+
+def _reduce_scatter_single(out: Any, inp: Any) -> Any:
+    """``dist.reduce_scatter_single`` (torch 2.13), ``reduce_scatter_tensor`` before it."""
+    import torch.distributed as dist
+
+    return getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)(out, inp)
+
+
 def _sweep_program(ctx: Any, p: SweepParams) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
@@ -258,10 +272,10 @@ def _sweep_program(ctx: Any, p: SweepParams) -> dict[str, Any]:
                 call = (lambda: dist.all_reduce(buf)) if op == "all_reduce" else (lambda: dist.broadcast(buf, src=0))
             elif op == "all_gather":
                 inp, outp = torch.ones(chunk, device=dev), torch.empty(chunk * n, device=dev)
-                call = lambda: dist.all_gather_single(outp, inp)  # noqa: E731
+                call = lambda: _all_gather_single(outp, inp)  # noqa: E731
             else:
                 inp, outp = torch.ones(chunk * n, device=dev), torch.empty(chunk, device=dev)
-                call = lambda: dist.reduce_scatter_single(outp, inp)  # noqa: E731
+                call = lambda: _reduce_scatter_single(outp, inp)  # noqa: E731
             for _ in range(p.warmup):
                 call()
             times = []

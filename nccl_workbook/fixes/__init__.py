@@ -1,7 +1,8 @@
 """Fixes for the workbook's scenarios, for use in your own training script.
 
 Each function is documented with the incident it fixes and an example; all are tested on CPU
-(gloo) by the workbook's test suite. Import what you need::
+(gloo) by the workbook's test suite, and those that touch tensors or a process group ran on one GPU in
+a 1-rank NCCL group (``tests/gpu/test_cuda_paths.py``; README, "What was tested where"). Import what you need::
 
     from nccl_workbook.fixes import new_side_group, wait_for_main, sharded
 

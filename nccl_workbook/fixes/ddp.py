@@ -84,22 +84,30 @@ def parameters_not_in_graph(outputs: Any, module: Any) -> list[str]:
     >>> parameters_not_in_graph(net["a"](torch.ones(1, 2)).sum(), net)
     ['b.weight', 'b.bias']
     """
-    reached: set[int] = set()
-    seen: set[int] = set()
+    reached: set[tuple[Any, ...]] = set()
+    # holds every node visited: a node's Python wrapper lives only while referenced, and a dead
+    # wrapper's id() can be reused by the next one, which would then look visited already
+    seen: dict[int, Any] = {}
     stack = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
     for t in _tensors(outputs):
         if t.grad_fn is None and t.requires_grad:
-            reached.add(id(t))  # a leaf output is itself reached
+            reached.add(_key(t))  # a leaf output is itself reached
     while stack:
         fn = stack.pop()
         if fn is None or id(fn) in seen:
             continue
-        seen.add(id(fn))
+        seen[id(fn)] = fn
         variable = getattr(fn, "variable", None)  # AccumulateGrad nodes hold the leaf
         if variable is not None:
-            reached.add(id(variable))
+            reached.add(_key(variable))
         stack.extend(next_fn for next_fn, _ in fn.next_functions)
-    return [name for name, p in module.named_parameters() if p.requires_grad and id(p) not in reached]
+    return [name for name, p in module.named_parameters() if p.requires_grad and _key(p) not in reached]
+
+
+def _key(t: Any) -> tuple[Any, ...]:
+    """A parameter by its memory, not by its Python object (with DDP on CUDA, torch 2.11, the
+    ``id()`` comparison found used parameters unused, differently from run to run)."""
+    return (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
 
 
 def _tensors(obj: Any) -> Iterable[Any]:

@@ -77,7 +77,9 @@ def _flag_reduce(flag: bool, op_name: str, group: Any) -> bool:
     import torch
     import torch.distributed as dist
 
-    t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+    from nccl_workbook.fixes._device import collective_device
+
+    t = torch.tensor([1 if flag else 0], dtype=torch.int32, device=collective_device(group))
     dist.all_reduce(t, op=getattr(dist.ReduceOp, op_name), group=group)
     return bool(t.item())
 

@@ -63,9 +63,10 @@ def total_norms(parameters: Iterable[Any], *, grad_norm: Any = None, norm_type: 
     from torch.nn.utils import get_total_norm
 
     params = [p for p in parameters]
+    device = params[0].device if params else None
     if grad_norm is None:
         grads = [p.grad for p in params if p.grad is not None]
-        grad_norm = get_total_norm(grads, norm_type) if grads else torch.tensor(0.0)
+        grad_norm = get_total_norm(grads, norm_type) if grads else torch.tensor(0.0, device=device)
     with torch.no_grad():
         param_norm = get_total_norm([p.detach() for p in params], norm_type) if params else torch.tensor(0.0)
     return grad_norm, param_norm

@@ -32,7 +32,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["group_timeout_s", "timeout_from_env", "wait_with_timeout"]
+__all__ = ["group_timeout_s", "timeout_from_env", "wait_with_timeout", "barrier_with_timeout"]
 
 T = TypeVar("T")
 
@@ -100,8 +100,9 @@ def wait_with_timeout(fn: Callable[..., T], *args: Any, timeout_s: float, group:
 
     Measured on gloo (torch 2.13, 4 ranks): a per-call timeout longer than the group's lets the
     barrier wait past the group timeout, and the group stays usable afterwards; a shorter one fires
-    at the per-call value. Not run on NCCL here; there a side group
-    (:func:`~nccl_workbook.fixes.new_side_group`) is the tested alternative.
+    at the per-call value. On torch 2.11 (no ``barrier(timeout=)``) the barrier runs on a gloo group
+    with that timeout (:func:`barrier_with_timeout`); so it ran on one H200 in a 1-rank NCCL group
+    whose 2 s timeout it outlasted. NCCL's own per-call barrier timeout (2.13) was not run on a GPU.
 
     Example::
 
@@ -112,5 +113,30 @@ def wait_with_timeout(fn: Callable[..., T], *args: Any, timeout_s: float, group:
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
     result = fn(*args, **kwargs) if dist.get_rank() == main_rank else None
-    dist.barrier(group=group, timeout=datetime.timedelta(seconds=timeout_s))
+    barrier_with_timeout(timeout_s, group=group)
     return result
+
+
+#: (group, timeout_s) -> the gloo group that stands in for ``barrier(timeout=)`` on an older torch
+_SIDE_BARRIERS: dict[tuple[int, float], Any] = {}
+
+
+def barrier_with_timeout(timeout_s: float, *, group: Any = None) -> None:
+    """``dist.barrier(group=group, timeout=timeout_s)``: one barrier with its own timeout. On a torch
+    whose ``barrier`` takes no ``timeout`` (2.11 has none; 2.13 has it), the barrier runs on a gloo
+    group of the same ranks created with that timeout, once per (group, timeout) and kept: every
+    rank calls this at the same point, so every rank creates it at the same point too."""
+    import inspect
+
+    import torch.distributed as dist
+
+    if "timeout" in inspect.signature(dist.barrier).parameters:
+        dist.barrier(group=group, timeout=datetime.timedelta(seconds=timeout_s))
+        return
+    key = (id(group), float(timeout_s))
+    side = _SIDE_BARRIERS.get(key)
+    if side is None or side not in dist.distributed_c10d._world.pg_map:  # none yet, or destroyed since
+        ranks = None if group is None else dist.get_process_group_ranks(group)
+        side = _SIDE_BARRIERS[key] = dist.new_group(ranks=ranks, backend="gloo",
+                                                     timeout=datetime.timedelta(seconds=timeout_s))
+    dist.barrier(group=side)

@@ -51,7 +51,9 @@ def max_across_ranks(n: int, *, group: Any = None) -> int:
     import torch
     import torch.distributed as dist
 
-    t = torch.tensor([int(n)], dtype=torch.int64)
+    from nccl_workbook.fixes._device import collective_device
+
+    t = torch.tensor([int(n)], dtype=torch.int64, device=collective_device(group))
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     return int(t.item())
 
@@ -76,7 +78,7 @@ def unique_by_index(rows: Any, *, index_column: int = 0) -> Any:
         return rows
     order = torch.argsort(idx, stable=True)
     rows, idx = rows[order], idx[order]
-    first = torch.ones(len(idx), dtype=torch.bool)
+    first = torch.ones(len(idx), dtype=torch.bool, device=idx.device)
     first[1:] = idx[1:] != idx[:-1]
     return rows[first]
 
@@ -102,7 +104,9 @@ def _join_classes() -> tuple[type, type]:
             self.shape = tuple(shape)
             self.dtype = dtype or torch.int64
             self.group = group if group is not None else dist.group.WORLD
-            self.device = device or torch.device("cpu")
+            from nccl_workbook.fixes._device import collective_device
+
+            self.device = device or collective_device(self.group)
             self.world_size = dist.get_world_size(self.group)
             self.shadow_calls = 0
             self.gathered: list[Any] = []
@@ -116,7 +120,7 @@ def _join_classes() -> tuple[type, type]:
                                  f"pad every rank's rows to the same shape")
             work = Join.notify_join_context(self)
             out = [torch.empty(self.shape, dtype=self.dtype, device=self.device) for _ in range(self.world_size)]
-            dist.all_gather(out, tensor.to(self.dtype), group=self.group)
+            dist.all_gather(out, tensor.to(device=self.device, dtype=self.dtype), group=self.group)
             if work is not None:
                 work.wait()
             self.gathered.extend(out)
