@@ -18,6 +18,11 @@ Every check below was verified against torch 2.13's own source and binaries (the
   (``TORCH_NCCL_DUMP_ON_TIMEOUT``).
 - ``TORCH_NCCL_ENABLE_MONITORING`` / ``TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`` control the heartbeat
   monitor that aborts a process whose watchdog is stuck.
+- Measured on one NVIDIA H200 with torch 2.11 (``tests/gpu``, kept in ``tests/data/logs/nccl_gpu``):
+  ``TORCH_NCCL_BLOCKING_WAIT=1`` makes only ``work.wait()`` of an ``async_op=True`` collective raise;
+  a synchronous collective returns at once as without it, and the watchdog no longer handles
+  timeouts, so a hang there is reported by nobody. Out of the box the watchdog ends the process
+  about 60 s after the timeout line (4 x ``TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC``, default 15 000).
 
 The knowledge is kept as tables another module can import (the code linter's
 ``noop-timeout-setting`` rule reads them): :data:`NOOP_SETTINGS` (settings that do nothing, with why
@@ -316,6 +321,23 @@ def _async_error_handling_off(ctx: _Context) -> Iterator[DoctorFinding]:
     )
 
 
+def _blocking_wait(ctx: _Context) -> Iterator[DoctorFinding]:
+    name = "TORCH_NCCL_BLOCKING_WAIT" if "TORCH_NCCL_BLOCKING_WAIT" in ctx.env else "NCCL_BLOCKING_WAIT"
+    if not ctx.true(name):
+        return
+    yield DoctorFinding(
+        check="blocking-wait",
+        severity=Severity.WARNING,
+        subject=name,
+        what=f"{name}={ctx.env[name]}: blocking wait is on.",
+        why=("Measured on an H200 with torch 2.11: only `work.wait()` of an `async_op=True` collective then "
+             "raises on a timeout. A synchronous `dist.all_reduce(t)` (and DDP's) returns at once as without "
+             "it, and the watchdog leaves timeouts to `wait()`: a hang there is reported by nobody."),
+        fix=("Unset it and let the watchdog report timeouts (its default, TORCH_NCCL_ASYNC_ERROR_HANDLING=3, "
+             "ends the process; 2 aborts the communicators and keeps it)."),
+    )
+
+
 def _heartbeat_monitor_off(ctx: _Context) -> Iterator[DoctorFinding]:
     monitoring = ctx.env.get("TORCH_NCCL_ENABLE_MONITORING")
     if monitoring is None or monitoring.strip().lower() not in _FALSE:
@@ -515,6 +537,7 @@ CHECKS: tuple[Callable[[_Context], Iterable[DoctorFinding]], ...] = (
     _script_variables,
     _deprecated_aliases,
     _async_error_handling_off,
+    _blocking_wait,
     _heartbeat_monitor_off,
     _heartbeat_timeout_short,
     _transports_disabled,

@@ -12,10 +12,15 @@ A rank program is a module-level function ``program(ctx: RankContext, params) ->
 metrics (samples generated, bytes, …).
 
 On NCCL the engine must survive a timeout: the watchdog's default handling
-(``TORCH_NCCL_ASYNC_ERROR_HANDLING=3``) tears the process down. The workbook sets
-``TORCH_NCCL_BLOCKING_WAIT=1`` (the timed-out collective raises in the calling thread, like gloo)
-and ``TORCH_NCCL_ASYNC_ERROR_HANDLING=2`` (abort the communicators, keep the process) before each
-NCCL init. This path is written for multi-GPU hosts and was not run on one here (see README).
+(``TORCH_NCCL_ASYNC_ERROR_HANDLING=3``) ends the process with SIGABRT, a minute after the timeout.
+Before each NCCL init the workbook sets ``TORCH_NCCL_ASYNC_ERROR_HANDLING=2`` (the watchdog aborts
+the communicators and the process lives on), ``TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=500`` (it acts
+2 s after the timeout instead of 60 s) and ``TORCH_NCCL_BLOCKING_WAIT=0``. Measured on one H200
+with torch 2.11 (tests/gpu, README): a synchronous collective does not block on
+``BLOCKING_WAIT=1`` either, and with it the watchdog leaves timeouts to ``wait()``, so that nobody
+reports them. A timed-out collective therefore raises in no Python thread; after the program the
+rank asks the group for the watchdog's error (``get_error()``) and names the collective from the
+flight recorder.
 """
 
 from __future__ import annotations
@@ -184,11 +189,15 @@ def run_rank(spec: RankSpec) -> RankReport:
         tracer.on_group = publisher.note_group
     status, error, exc_type, tb = RankStatus.OK, None, None, None
     in_rendezvous = False
+    watchdog: str | None = None
     metrics: dict[str, Any] = {}
     device = torch.device("cpu")
     if spec.backend == "nccl":
-        os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
+        os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "0"  # with 1 the watchdog ignores timeouts (measured)
         os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "2"
+        # after a timeout the watchdog sleeps 4 x this (default 15 s: a minute, measured on torch 2.11)
+        # before it aborts the communicators; a run's timeout should show within the run
+        os.environ["TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC"] = "500"
         torch.cuda.set_device(spec.local_rank)
         device = torch.device("cuda", spec.local_rank)
     try:
@@ -227,7 +236,18 @@ def run_rank(spec: RankSpec) -> RankReport:
         if publisher is not None:
             publisher.close()
         tracer.close()
-        fr_dump = _flight_recorder_dump() if (status is not RankStatus.OK or spec.flight_recorder) else None
+        if spec.backend == "nccl" and (status is RankStatus.OK or "aborted" in (error or "")):
+            # a timed-out NCCL collective raises in no Python thread; the program either finishes
+            # (once the stalled kernel does) or fails later on the aborted communicator
+            watchdog = _watchdog_error()
+            if watchdog == "TIMEOUT":  # other errors come with their own exception (or were aborted on purpose)
+                status, exc_type = RankStatus.TIMEOUT, "DistBackendError"
+            else:
+                watchdog = None
+        fr_dump = _flight_recorder_dump(spec.backend) if (status is not RankStatus.OK or spec.flight_recorder) else None
+        if watchdog is not None:
+            error = _watchdog_report(watchdog, _pending_collective(fr_dump, t_begin), tracer, status) + (
+                f"; then: {error}" if error else "")
         if dist.is_initialized():
             try:
                 dist.destroy_process_group()
@@ -252,11 +272,65 @@ def run_rank(spec: RankSpec) -> RankReport:
     )
 
 
-def _flight_recorder_dump() -> bytes | None:
-    """torch's flight-recorder ring buffer of this process (None where torch has none)."""
+def _watchdog_error() -> str | None:
+    """NCCL: the error ProcessGroupNCCL's watchdog recorded for the default group (``TIMEOUT``,
+    ``COMM_ERROR``, ``REMOTE_ERROR``), None if none or if this torch cannot say. Without
+    ``TORCH_NCCL_BLOCKING_WAIT`` taking effect, a timed-out collective raises in no Python thread: the
+    watchdog logs it and aborts the communicators (``TORCH_NCCL_ASYNC_ERROR_HANDLING=2``), and the
+    program can even finish, once the stalled kernel does."""
+    try:
+        import torch
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            return None
+        backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cuda"))
+        for name in ("get_error", "_get_error"):
+            fn = getattr(backend, name, None)
+            if fn is not None:
+                err = getattr(fn(), "name", "")
+                return None if not err or err == "SUCCESS" else str(err)
+    except Exception:  # noqa: BLE001 - cannot tell: leave the run's status alone
+        return None
+    return None
+
+
+def _pending_collective(fr_dump: bytes | None, since_ns: int) -> tuple[str, int] | None:
+    """(op, sequence number) of the newest collective of this run that the NCCL flight recorder
+    holds unfinished; None if none (or no recorder)."""
+    try:
+        from nccl_workbook.flight.dumps import nccl_op_name, parse_dump
+
+        pending = [e for e in (parse_dump(fr_dump, 0).entries if fr_dump else ())
+                   if e.time_created_ns >= since_ns and e.state.value != "completed"]
+        return (nccl_op_name(pending[-1].profiling_name), pending[-1].collective_seq_id) if pending else None
+    except Exception:  # noqa: BLE001 - cannot tell
+        return None
+
+
+def _watchdog_report(kind: str, late: tuple[str, int] | None, tracer: Tracer, status: RankStatus) -> str:
+    """The error text of a failure only the watchdog saw, naming the collective the flight recorder
+    holds unfinished, whose traced row is then marked with the status."""
+    if late is not None:
+        try:
+            for row in reversed(list(tracer.rows)):
+                if row.kind == "collective" and row.name == late[0] and row.status == "ok":
+                    tracer._replace(row, t_end_ns=row.t_end_ns or time.time_ns(), status=status.value)
+                    break
+        except Exception:  # noqa: BLE001 - the report keeps the row as it was
+            pass
+    what = f"WorkNCCL(SeqNum={late[1]}, OpType={late[0]})" if late else "a collective"
+    return f"ProcessGroupNCCL's watchdog reported {kind} for {what} (its own lines are in the rank's log)"
+
+
+def _flight_recorder_dump(backend: str = "gloo") -> bytes | None:
+    """torch's flight-recorder ring buffer of this process (None where torch has none). NCCL keeps
+    its own recorder (CUDA events), dumped by ``_dump_nccl_trace``; ``_dump_fr_trace`` is gloo's."""
     try:
         import torch
 
-        return bytes(torch._C._distributed_c10d._dump_fr_trace())
+        c10d = torch._C._distributed_c10d
+        dump = getattr(c10d, "_dump_nccl_trace", None) if backend == "nccl" else None
+        return bytes((dump or c10d._dump_fr_trace)())
     except Exception:  # noqa: BLE001 - a missing or failing recorder must not change the run's result
         return None

@@ -33,7 +33,7 @@ def test_a_scripts_own_timeout_variable_only_works_if_the_script_reads_it():
 
 @pytest.mark.parametrize("old", ["NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT", "NCCL_DESYNC_DEBUG"])
 def test_deprecated_aliases_still_work_but_warn(old):
-    (f,) = check(env={old: "1"})
+    (f,) = [f for f in check(env={old: "1"}) if f.check == "deprecated-alias"]
     new = "TORCH_" + old
     assert DEPRECATED_ALIASES[old] == new
     assert (f.check, f.severity, f.subject) == ("deprecated-alias", Severity.WARNING, old)
@@ -82,6 +82,16 @@ def test_error_handling_and_monitoring_switched_off():
     assert found["async-error-handling-off"][0].severity is Severity.ERROR
     assert "heartbeat-monitor-off" in found and "heartbeat-timeout-short" in found
     assert checks({"TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "600"}) == {}
+
+
+def test_blocking_wait_is_named_for_what_it_does_on_nccl():
+    found = checks({"TORCH_NCCL_BLOCKING_WAIT": "1"})
+    f = found["blocking-wait"][0]
+    assert f.severity is Severity.WARNING and "synchronous" in f.why and "Unset" in f.fix
+    assert found.keys() == {"blocking-wait"}
+    assert checks({"NCCL_BLOCKING_WAIT": "true"})["blocking-wait"][0].subject == "NCCL_BLOCKING_WAIT"
+    assert "blocking-wait" not in checks({"TORCH_NCCL_BLOCKING_WAIT": "0"})
+    assert "blocking-wait" not in checks({"TORCH_NCCL_BLOCKING_WAIT": "0", "NCCL_BLOCKING_WAIT": "1"})
 
 
 def test_flight_recorder_off_and_dump_location_while_debugging():
