@@ -32,3 +32,25 @@ def runs() -> tuple[Path, dict[str, dict]]:
 def test_the_kept_capture_is_what_it_says() -> None:
     meta = json.loads((KEPT / "summary.json").read_text())["meta"]
     assert meta["gpu"] == "NVIDIA H200" and meta["torch"].startswith("2.11") and meta["nccl"] == "2.28.9"
+
+
+@pytest.mark.parametrize("mode", ["default", "aeh0", "aeh1", "aeh2", "aeh3", "aeh3_timing", "aeh3_nodump"])
+def test_triage_reads_every_field_of_the_real_watchdog_lines(mode: str) -> None:
+    from nccl_workbook.triage import parse_log
+
+    events = parse_log((KEPT / f"{mode}.log").read_text())
+    first = next(e for e in events if e.kind.value == "collective_timeout")
+    assert (first.rank, first.op_type, first.seq_num, first.numel_in, first.timeout_ms, first.detail) == (
+        0, "ALLREDUCE", 6, 1_048_576, 2000, "watchdog")
+    assert 2000 <= first.ran_for_ms < 2200
+    status = next(e for e in events if e.kind.value == "pg_status")
+    assert (status.pg_name, status.last_enqueued, status.last_completed) == ("default_pg", 6, 5)
+
+
+@pytest.mark.parametrize("mode", ["blocking_aeh2", "blocking_aeh3"])
+def test_triage_reads_the_real_blocking_wait_line(mode: str) -> None:
+    from nccl_workbook.triage import parse_log
+
+    events = [e for e in parse_log((KEPT / f"{mode}.log").read_text()) if e.kind.value == "collective_timeout"]
+    assert {e.detail for e in events} >= {"watchdog", "blocking wait"}
+    assert all((e.op_type, e.seq_num) == ("ALLREDUCE", 6) for e in events)
