@@ -310,6 +310,11 @@ def _open(page: Any, lab: LabServer, name: str, shots: Path) -> None:
     _wait(page, f"{name} to show", "() => document.querySelectorAll('.jp-Notebook .jp-Cell').length > 0 && "
           "!!document.querySelector('.jp-Notebook-ExecutionIndicator')", timeout_s=PAGE_S, shots=shots)
     page.wait_for_timeout(2500)  # outputs (images, widgets from their saved state) render
+    try:  # a widget still loading on a busy machine is given time; one that cannot load is still caught
+        page.wait_for_function("() => !document.querySelector('.jp-Notebook').innerText.includes('Loading widget...')",
+                               timeout=15_000)
+    except Exception:  # noqa: BLE001 - reported by the caller's output check
+        pass
 
 
 @pytest.mark.browser
