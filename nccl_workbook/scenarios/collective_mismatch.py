@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from nccl_workbook.fixes._device import collective_device
 from nccl_workbook.fixes.desync import any_rank, check_same, detail_group, pad_to
 from nccl_workbook.fixes.uneven import max_across_ranks
 from nccl_workbook.scenarios._common import make_ddp, make_mlp
@@ -126,6 +127,7 @@ def log_class_counts(labels: Any, params: Params, group: Any = None) -> Any:
     import torch
     import torch.distributed as dist
 
+    labels = labels.to(collective_device(group))  # NCCL takes no CPU tensors
     if params.kind == "shape":
         if params.mode == "static":
             counts = torch.bincount(labels, minlength=params.n_classes)
@@ -201,7 +203,7 @@ def dtype_program(ctx: Any, dtype: str) -> dict[str, Any]:
     import torch.distributed as dist
 
     odd = ctx.rank == ctx.world_size - 1
-    t = torch.ones(8, dtype=getattr(torch, dtype) if odd else torch.float32)
+    t = torch.ones(8, dtype=getattr(torch, dtype) if odd else torch.float32, device=ctx.device)
     dist.all_reduce(t)
     return {"sum": float(t.double().sum())}
 

@@ -146,6 +146,7 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
                     except Exception:
                         state["failed_at_ns"] = t
                         raise
+                x = x.to(ctx.device)
                 loss = (ddp(x) - x).pow(2).mean()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()  # DDP's gradient ALLREDUCE: where the other ranks wait

@@ -127,6 +127,7 @@ def _train(ctx: Any, ddp: Any, opt: Any, params: Params, state: dict[str, Any]) 
             except Exception:
                 state["failed_at_ns"] = time.time_ns()
                 raise
+            x = x.to(ctx.device)
             loss = (ddp(x) - x).pow(2).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()  # DDP's gradient ALLREDUCE: where the other ranks wait

@@ -194,7 +194,7 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
                                 state["failed_at_ns"] = t
                                 raise
                         state["peak"] = max(state["peak"], open_fd_count())
-                        x = torch.stack([batch[f"f{j}"] for j in range(params.fields)], dim=1).mean(dim=1)
+                        x = torch.stack([batch[f"f{j}"] for j in range(params.fields)], dim=1).mean(dim=1).to(ctx.device)
                         loss = (ddp(x) - x).pow(2).mean()
                         opt.zero_grad(set_to_none=True)
                         loss.backward()  # DDP's gradient ALLREDUCE: where the other ranks wait

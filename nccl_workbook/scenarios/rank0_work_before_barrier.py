@@ -74,7 +74,7 @@ def generate_sample(denoiser: Any, index: int, params: Params) -> Any:
 
     def work() -> Any:
         g = torch.Generator().manual_seed(index)
-        x = torch.randn(1, params.dim, generator=g)
+        x = torch.randn(1, params.dim, generator=g).to(next(denoiser.parameters()).device)
         with torch.no_grad():
             for _ in range(params.denoise_steps):
                 x = x - 0.1 * denoiser(x)

@@ -187,6 +187,7 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
     extra: dict[str, Any] = {}
 
     def gather_batch(rows: Any) -> None:
+        rows = rows.to(ctx.device)  # NCCL takes no CPU tensors
         out = [torch.empty_like(rows) for _ in range(ws)]
         dist.all_gather(out, rows)  # the per-batch ALLGATHER where the late ranks wait
         gathered.extend(out)
@@ -224,7 +225,7 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
                             gather_batch(_pack(idx, model(x).argmax(1), y, bs))
                 extra["steps_agreed"] = n_steps
             else:  # join
-                gather = UnevenAllGather((bs, 3))
+                gather = UnevenAllGather((bs, 3), device=ctx.device)
                 with Join([gather]):
                     for b, (x, idx, y) in enumerate(batches()):
                         with ctx.tracer.step(b):
@@ -238,7 +239,7 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
     finally:
         if it is not None:
             shutdown_workers(it)
-    rows = torch.cat(gathered) if gathered else torch.empty(0, 3, dtype=torch.int64)
+    rows = torch.cat(gathered).cpu() if gathered else torch.empty(0, 3, dtype=torch.int64)
     real = rows[rows[:, 0] != PAD_INDEX]
     unique = unique_by_index(rows)
     correct, total = reference_accuracy(params)

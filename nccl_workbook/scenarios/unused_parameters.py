@@ -163,12 +163,13 @@ def batch_for(params: Params, rank: int, step: int, world_size: int) -> tuple[An
     return x, has_aux, target
 
 
-def _fr_allreduces() -> list[int]:
+def _fr_allreduces(backend: str = "gloo") -> list[int]:
     """Record ids of the all-reduces in torch's flight recorder (this process), or [] if off."""
     import torch
 
-    try:
-        dump = json.loads(torch._C._distributed_c10d._dump_fr_trace_json())
+    c10d = torch._C._distributed_c10d
+    try:  # NCCL keeps its own recorder; gloo's is _dump_fr_trace_json (on an NCCL rank it is empty)
+        dump = json.loads((c10d._dump_nccl_trace_json if backend == "nccl" else c10d._dump_fr_trace_json)())
     except Exception:  # noqa: BLE001 - a build without the flight recorder: no count
         return []
     return [int(e.get("record_id", -1)) for e in dump.get("entries", []) if "all_reduce" in str(e.get("profiling_name", ""))]
@@ -184,14 +185,14 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
     elif params.ddp == "static_graph":
         kwargs["static_graph"] = True
     state: dict[str, Any] = {"failed_at_ns": None, "skipped_steps": 0}
-    before = set(_fr_allreduces())
+    before = set(_fr_allreduces(ctx.backend))
 
     def train() -> float:
         # the DDP model lives in this frame only, so that it is released when a failure leaves it
         ddp = make_ddp(ctx, make_multitask_net(params.dim, params.hidden), **kwargs)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
         for i in range(params.steps):
-            x, has_aux, target = batch_for(params, ctx.rank, i, ctx.world_size)
+            x, has_aux, target = (t.to(ctx.device) for t in batch_for(params, ctx.rank, i, ctx.world_size))
             with ctx.tracer.step(i):
                 t = time.time_ns()
                 try:
@@ -218,7 +219,7 @@ def program(ctx: Any, params: Params) -> dict[str, Any]:
         if state["failed_at_ns"] is not None:
             stay_like_nccl(ctx.pg_timeout_s, state["failed_at_ns"])
         raise
-    allreduces = len(set(_fr_allreduces()) - before)
+    allreduces = len(set(_fr_allreduces(ctx.backend)) - before)
     return {
         "steps": params.steps,
         "skipped_aux_steps": state["skipped_steps"],
