@@ -296,13 +296,18 @@ def _watchdog_error() -> str | None:
 
 
 def _pending_collective(fr_dump: bytes | None, since_ns: int) -> tuple[str, int] | None:
-    """(op, sequence number) of the newest collective of this run that the NCCL flight recorder
-    holds unfinished; None if none (or no recorder)."""
+    """(op, sequence number) of the collective of this run that the watchdog timed out, as NCCL's
+    flight recorder shows it: the newest one still unfinished, else the newest one whose completion
+    was seen later than its timeout (an aborted one may be retired as completed). Only for naming
+    the op once ``get_error()`` said TIMEOUT: the completion times alone also flagged healthy runs
+    (measured on the H200). None if none (or no recorder)."""
     try:
         from nccl_workbook.flight.dumps import nccl_op_name, parse_dump
 
-        pending = [e for e in (parse_dump(fr_dump, 0).entries if fr_dump else ())
-                   if e.time_created_ns >= since_ns and e.state.value != "completed"]
+        mine = [e for e in (parse_dump(fr_dump, 0).entries if fr_dump else ()) if e.time_created_ns >= since_ns]
+        pending = [e for e in mine if e.state.value != "completed"] or [
+            e for e in mine if e.timeout_ms and e.time_discovered_completed_ns
+            and e.time_discovered_completed_ns - e.time_created_ns > e.timeout_ms * 1e6]
         return (nccl_op_name(pending[-1].profiling_name), pending[-1].collective_seq_id) if pending else None
     except Exception:  # noqa: BLE001 - cannot tell
         return None

@@ -69,3 +69,14 @@ def test_the_timed_out_collective_is_named_from_a_real_nccl_dump() -> None:
     ondemand = (KEPT / "ondemand" / "nccl_trace_rank_0").read_bytes()  # five collectives, all finished
     assert _pending_collective(ondemand, 0) is None
     assert _pending_collective(None, 0) is None and _pending_collective(b"not a dump", 0) is None
+
+
+def test_an_aborted_collective_retired_as_completed_is_still_named() -> None:
+    import pickle
+
+    d = pickle.loads((KEPT / "aeh3" / "nccl_trace_rank_0").read_bytes())
+    last = d["entries"][-1]
+    last["state"], last["time_discovered_completed_ns"] = "completed", last["time_created_ns"] + 3 * 10**9
+    assert _pending_collective(pickle.dumps(d), 0) == ("ALLREDUCE", 6)
+    last["time_discovered_completed_ns"] = last["time_created_ns"] + 10**9  # within its 2 s: not this one
+    assert _pending_collective(pickle.dumps(d), 0) is None
