@@ -274,10 +274,7 @@ def run_rank(spec: RankSpec) -> RankReport:
 
 def _watchdog_error() -> str | None:
     """NCCL: the error ProcessGroupNCCL's watchdog recorded for the default group (``TIMEOUT``,
-    ``COMM_ERROR``, ``REMOTE_ERROR``), None if none or if this torch cannot say. Without
-    ``TORCH_NCCL_BLOCKING_WAIT`` taking effect, a timed-out collective raises in no Python thread: the
-    watchdog logs it and aborts the communicators (``TORCH_NCCL_ASYNC_ERROR_HANDLING=2``), and the
-    program can even finish, once the stalled kernel does."""
+    ``COMM_ERROR``, ``REMOTE_ERROR``), None if none or if this torch cannot say (``get_error()``)."""
     try:
         import torch
         import torch.distributed as dist

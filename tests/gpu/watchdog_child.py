@@ -17,6 +17,7 @@ import datetime
 import os
 import sys
 import time
+from pathlib import Path
 
 T0 = [time.monotonic()]
 
@@ -36,6 +37,9 @@ def main() -> int:
 
     import torch
     import torch.distributed as dist
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.gpu.programs import keep_gpu_busy
 
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
@@ -65,21 +69,8 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001
             mark("ondemand_failed", f"{name} {type(e).__name__}: {e}")
 
-    # cycles per second of the sleep kernel, measured (the SM clock is not the nominal one). Other
-    # processes on the GPU stretch a measurement, never shorten it: keep the fastest of three, and
-    # assume at least 1.5 GHz, so that the kernel never ends before the timeout
-    rates = []
-    for _ in range(3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(20_000_000)
-        end.record()
-        end.synchronize()
-        rates.append(20_000_000 / (start.elapsed_time(end) / 1e3))
-    hz = max(*rates, 1.5e9)
-    mark("calibrated", f"{max(rates) / 1e9:.3f} GHz")
-
-    torch.cuda._sleep(int(hz * a.sleep_s))
+    hz = keep_gpu_busy(a.sleep_s)  # the kernel the all-reduce waits behind
+    mark("calibrated", f"{hz / 1e9:.3f} GHz")
     T0[0] = time.monotonic()
     work = dist.all_reduce(x, async_op=True)
     mark("enqueued", f"epoch={time.time():.3f}")
