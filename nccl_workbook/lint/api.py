@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,14 @@ class LintFinding:
     message: str
     fix: str
     notebook: str
+    #: a note, not a hazard: why it is not counted (a rank-0 save of a model nothing says is large); ``""``
+    #: for a hazard
+    note: str = field(default="", repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "rule": self.rule.value, "message": self.message,
-                "fix": self.fix, "notebook": self.notebook}
+        out = {"path": self.path, "line": self.line, "rule": self.rule.value, "message": self.message,
+               "fix": self.fix, "notebook": self.notebook}
+        return {**out, "note": self.note} if self.note else out
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,16 @@ class LintReport:
 
     findings: tuple[LintFinding, ...] = ()
     errors: tuple[LintError, ...] = ()
+    #: places worth a look that are not counted as hazards (see :attr:`LintFinding.note`)
+    notes: tuple[LintFinding, ...] = ()
+
+    #: the findings and the notes together, file by file in the order checked (:attr:`with_notes`)
+    everything: tuple[LintFinding, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def with_notes(self) -> tuple[LintFinding, ...]:
+        """The findings and the notes together, file by file in the order checked, by line within a file."""
+        return self.everything or (*self.findings, *self.notes)
     files_checked: int = 0
     #: of the files checked, those not named but imported by a named file
     files_imported: int = 0
@@ -84,7 +98,8 @@ class LintReport:
         return [f.rule.value for f in self.findings]
 
     def to_json(self) -> dict[str, Any]:
-        return {"findings": [f.to_json() for f in self.findings], "errors": [e.to_json() for e in self.errors]}
+        return {"findings": [f.to_json() for f in self.findings], "errors": [e.to_json() for e in self.errors],
+                "notes": [f.to_json() for f in self.notes]}
 
     def render_text(self) -> str:
         lines: list[str] = []
@@ -95,10 +110,15 @@ class LintReport:
                 lines.append(f"    see: notebooks/{f.notebook}")
         for e in self.errors:
             lines.append(f"{e.path}: error: {e.error}")
+        for f in self.notes:
+            lines.append(f"{f.path}:{f.line}: note: {f.rule.value}: {f.message}")
+        for why in dict.fromkeys(f.note for f in self.notes):
+            lines.append(f"    (notes) {why}")
         n = len(self.findings)
         lines.append(f"{n} hazard{'s' if n != 1 else ''} in {self.files_checked} file{'s' if self.files_checked != 1 else ''}"
                      + (f" ({self.files_imported} imported by the files named)" if self.files_imported else "")
-                     + (f", {len(self.errors)} not checked" if self.errors else ""))
+                     + (f", {len(self.errors)} not checked" if self.errors else "")
+                     + (f"; {len(self.notes)} note{'s' if len(self.notes) != 1 else ''}" if self.notes else ""))
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -109,7 +129,13 @@ class LintReport:
             for f in self.findings)
         errs = "".join(f"<tr><td><code>{html.escape(e.path)}</code></td><td>error</td><td>{html.escape(e.error)}</td>"
                        f"<td></td></tr>" for e in self.errors)
-        return (f"<p>{len(self.findings)} hazard(s) in {self.files_checked} file(s)</p>"
+        notes = "".join(
+            f"<tr><td><code>{html.escape(f.path)}:{f.line}</code></td><td>note: <code>{f.rule.value}</code></td>"
+            f"<td>{html.escape(f.message)}<br><small>{html.escape(f.note)}</small></td><td></td></tr>"
+            for f in self.notes)
+        rows += notes
+        return (f"<p>{len(self.findings)} hazard(s) in {self.files_checked} file(s)"
+                f"{f', {len(self.notes)} note(s)' if self.notes else ''}</p>"
                 "<table><tr><th>where</th><th>rule</th><th>why / fix</th><th>notebook</th></tr>"
                 f"{rows}{errs}</table>")
 
@@ -117,13 +143,17 @@ class LintReport:
 def _finish(raw: RawFinding, path: str) -> LintFinding:
     info = RULES[raw.rule]
     scenario = raw.scenario or info.scenario
-    return LintFinding(path=path, line=raw.line, rule=raw.rule, message=f"{raw.message}: {raw.why or info.why}.",
-                       fix=raw.fix or info.fix, notebook=notebook_for(scenario))
+    # a note says why it is not counted instead of why the rule's pattern hangs
+    message = f"{raw.message}." if raw.note else f"{raw.message}: {raw.why or info.why}."
+    return LintFinding(path=path, line=raw.line, rule=raw.rule, message=message,
+                       fix=raw.fix or info.fix, notebook=notebook_for(scenario), note=raw.note)
 
 
-def lint_source(text: str, path: str = "<string>", project: Project | None = None) -> list[LintFinding]:
+def lint_source(text: str, path: str = "<string>", project: Project | None = None, *,
+                notes: bool = False) -> list[LintFinding]:
     """The findings in one file's source text. A ``SyntaxError`` propagates (see :func:`lint_file`).
-    With a :class:`~nccl_workbook.lint.project.Project`, calls into the project's other files are followed."""
+    With a :class:`~nccl_workbook.lint.project.Project`, calls into the project's other files are followed.
+    ``notes``: also return the notes (findings whose ``note`` says why they are not counted as hazards)."""
     facts = project.facts(Path(path), text) if project is not None else None
     if facts is None:
         facts = SourceFacts.parse(text, path)
@@ -139,12 +169,13 @@ def lint_source(text: str, path: str = "<string>", project: Project | None = Non
             if (raw.line, raw.rule) not in seen:
                 seen.add((raw.line, raw.rule))
                 out.append(_finish(raw, path))
-    return sorted(out, key=lambda f: (f.line, f.rule.value))
+    return sorted((f for f in out if notes or not f.note), key=lambda f: (f.line, f.rule.value))
 
 
-def lint_file(path: str | os.PathLike[str], project: Project | None = None) -> tuple[list[LintFinding], LintError | None]:
-    """One file: its findings, or the error that kept it from being checked. Its local imports are
-    followed (the files beside and above it, see :mod:`nccl_workbook.lint.project`)."""
+def lint_file(path: str | os.PathLike[str], project: Project | None = None, *,
+              notes: bool = False) -> tuple[list[LintFinding], LintError | None]:
+    """One file: its findings (and, with ``notes``, its notes), or the error that kept it from being checked.
+    Its local imports are followed (the files beside and above it, see :mod:`nccl_workbook.lint.project`)."""
     project = project if project is not None else Project([Path(path)])
     p = Path(path)
     try:
@@ -152,7 +183,7 @@ def lint_file(path: str | os.PathLike[str], project: Project | None = None) -> t
     except OSError as exc:
         return [], LintError(str(path), f"cannot read: {exc.strerror or exc}")
     try:
-        return lint_source(text, str(path), project), None
+        return lint_source(text, str(path), project, notes=notes), None
     except SyntaxError as exc:
         return [], LintError(str(path), f"does not parse: {exc.msg} (line {exc.lineno})")
     except (ValueError, RecursionError) as exc:  # null bytes; absurdly deep nesting
@@ -230,10 +261,11 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], *, imports: bool = True)
     extra = _imported_files(project, files) if imports else []
     project.include(extra)
     for file in files + extra:
-        found, error = lint_file(file, project)
+        found, error = lint_file(file, project, notes=True)
         if error is not None:
             errors.append(error)
         else:
             checked += 1
             findings.extend(found)
-    return LintReport(findings=tuple(findings), errors=tuple(errors), files_checked=checked, files_imported=len(extra))
+    return LintReport(findings=tuple(f for f in findings if not f.note), errors=tuple(errors), files_checked=checked,
+                      files_imported=len(extra), notes=tuple(f for f in findings if f.note), everything=tuple(findings))

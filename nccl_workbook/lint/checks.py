@@ -94,6 +94,8 @@ class RawFinding:
     #: the others wait in a collective of another file (reached through this function's callers there): a
     #: file checked only as an import of a script leaves it to the finding at the call, in the script
     across: bool = False
+    #: not counted as a hazard, and why (a rank-0 checkpoint save where nothing says the model is large), or ``""``
+    note: str = ""
 
 
 # -- rank branches ------------------------------------------------------------------------------------------
@@ -445,7 +447,10 @@ def _without_shared(text: str) -> str:
     # (`batch_idx == 0`), a file or a name handed in: the same on every rank (WeNet, CosyVoice, fairchem)
     text = re.sub(r"[\w.]*is(nan|inf|finite)\(\s*[\w.]*(grad_norm|total_norm)\w*\s*\)|[\w.]*(grad_norm|total_norm)\w*",
                   "", text)
-    return re.sub(r"[\w.\[\]'\"]*(_idx|_index|_id|_step|_iter|_file|_path|_dir|_name)\b['\"]?\]?", "", text)
+    text = re.sub(r"[\w.\[\]'\"]*(_idx|_index|_id|_step|_iter|_file|_path|_dir|_name)\b['\"]?\]?", "", text)
+    # a setting of the run's configuration, read the same way on every rank (Amphion's
+    # `if not self.cfg.train.use_dynamic_batchsize: return ...`)
+    return re.sub(r"(?<![\w.])(self\.)?(cfg|config|conf|args|opt|opts|hparams|hps|settings)\.[\w.]+", "", text)
 
 
 def _is_data_condition(test: ast.AST) -> bool:
@@ -649,7 +654,8 @@ class _RankWalk:
             Rule.RANK0_LONG_WORK, work.line,
             f"{work.label} runs only {only}, while the other ranks go on to "
             f"{nxt.label} at {nxt.at}",
-            scenario="slow-metrics-on-rank0" if work.kind == "logging" else "", across=bool(nxt.path) and not nxt.by_base))
+            scenario="slow-metrics-on-rank0" if work.kind == "logging" else "", across=bool(nxt.path) and not nxt.by_base,
+            note=_save_note(work, self.f)))
 
     def rank_work_elsewhere(self, stmt: ast.Expr | ast.Assign, recv: str, name: str) -> None:
         """Every rank calls a function of another file of the project that ends in long work on some ranks
@@ -679,7 +685,7 @@ class _RankWalk:
         self.out.append(RawFinding(
             Rule.RANK0_LONG_WORK, stmt.lineno,
             f"{label} runs {work.label} at {work.at} only {cond}, while the other ranks go on to {nxt.label} at "
-            f"{nxt.at}"))
+            f"{nxt.at}", note=_save_note(work, f, ext[0])))
 
     def _explicit_collective(self, stmts: list[ast.stmt], skip: frozenset[int] = frozenset(), *,
                              sharded_alike: bool = False) -> bool:
@@ -780,8 +786,11 @@ class _RankWalk:
 
 def _point_to_point(site: Site) -> bool:
     """A send or receive: each pairs with one peer's, and a rank-dependent number of them is how trees and
-    pipelines are built (habitat's binomial-tree `gatherv`), not a count the ranks must share."""
-    return site.label.split("(")[0].rsplit(".", 1)[-1] in POINT_TO_POINT
+    pipelines are built (habitat's binomial-tree `gatherv`), not a count the ranks must share. A call of a
+    function that reaches one is one too (Megatron's `recv_forward()` per tensor shape of its pipeline stage,
+    which reaches `batch_isend_irecv()`): the last call the label says it reaches decides."""
+    names = [site.label.split("(")[0], *re.findall(r"which reaches ([\w.]+)\(", site.label)]
+    return names[-1].rsplit(".", 1)[-1] in POINT_TO_POINT
 
 
 def _collective_beside(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Site | None:
@@ -814,13 +823,18 @@ def _collective_beside(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Si
 
 
 def _explicit_calls(f: SourceFacts, nodes: list[ast.stmt]) -> set[tuple[str, str]]:
-    """(name, first argument) of every collective called directly (not through a function of the file)."""
+    """(name, first argument) of every collective called directly, or through a function of the file that
+    reaches one (neuralangelo's own ``barrier()`` on both sides of ``master_first``)."""
     keys: set[tuple[str, str]] = set()
     for stmt in nodes:
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and not f.calls_a_function_of_ours(node) and \
-                    f.collective_of(node, include_backward=False) is not None:
-                keys.add((call_name(node)[1], ast.unparse(node.args[0]) if node.args else ""))
+            if not isinstance(node, ast.Call):
+                continue
+            recv, name = call_name(node)
+            ours = f.calls_a_function_of_ours(node)
+            if ours and recv in ("", "self") and f.function_collective(name, include_backward=False) is not None \
+                    or not ours and f.collective_of(node, include_backward=False) is not None:
+                keys.add((name, ast.unparse(node.args[0]) if node.args else ""))
     return keys
 
 
@@ -859,9 +873,32 @@ def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
                 if text == test:
                     other |= _explicit_calls(f, node.orelse)
                 elif text == negated or _not_text(node.test) == test \
+                        or _negates(_own_test(node.test), _own_test(stmt.test)) \
                         or _complementary(ranks, _ranks_where(f, node.test)):
+                    # (neuralangelo's master_first: `if not is_master(): barrier()`, the yield, then
+                    # `if dist.is_initialized() and is_master(): barrier()`)
                     other |= _explicit_calls(f, node.body)
     return mine <= other
+
+
+def _negates(a: ast.AST, b: ast.AST) -> bool:
+    """Is one test the other with ``not`` in front?"""
+    def bare(t: ast.AST) -> tuple[bool, str]:
+        if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not):
+            return True, ast.unparse(t.operand)
+        return False, ast.unparse(t)
+    (na, ta), (nb, tb) = bare(a), bare(b)
+    return na != nb and ta == tb
+
+
+def _own_test(test: ast.AST) -> ast.AST:
+    """The one term of an ``and`` that is not the same on every rank (``is_master()`` of
+    ``dist.is_initialized() and is_master()``), or the test itself."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        own = [v for v in test.values if not _RUN_WIDE.search(ast.unparse(v))]
+        if len(own) == 1:
+            return own[0]
+    return test
 
 
 #: the ranks of a distributed run a test is tried on (-1, "not distributed", is left out: no collective waits there)
@@ -1020,6 +1057,19 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                         if is_uneven(arg, caller.name if caller is not None else None):
                             uneven.add(f"{fn.name}:{param}")
     return uneven
+
+
+#: why a rank-0 checkpoint save is a note: what the other ranks wait for is the save's own time
+SAVE_NOTE = ("not counted as hazards: rank-0 checkpoint saves while the others wait in their next collective, in "
+             "files that say nothing of a large model (no DeepSpeed, FSDP, Megatron, large pretrained model). The "
+             "others wait as long as the save takes: seconds for a model of a few GB on local disk; a hazard when "
+             "the model with its optimizer state, or slow shared storage, takes minutes against the group's timeout "
+             "(10 min by default for NCCL): then use `nccl_workbook.fixes.wait_for_main(fn)`")
+
+
+def _save_note(work: Site, *files: SourceFacts) -> str:
+    """:data:`SAVE_NOTE` for long work that is only a checkpoint save, where no file says the model may be large."""
+    return SAVE_NOTE if work.kind == "save" and not any(f.may_be_big() for f in files) else ""
 
 
 def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site, frozenset[str]] | None:

@@ -120,6 +120,23 @@ LONG_PARTS = frozenset({
     "save", "savefig", "checkpoint", "checkpoints", "ckpt", "export", "upload", "push", "download", "benchmark",
     "visualize", "visualization", "plot", "render",
 })
+#: the parts of LONG_PARTS that write a checkpoint of the model on the calling rank: how long that takes is the
+#: model's size over the storage's speed, seconds for most models (see :func:`save_kind`)
+SAVE_PARTS = frozenset({"save", "checkpoint", "checkpoints", "ckpt", "export", "dump"})
+#: text that says the model may be large: sharded training (DeepSpeed, FSDP, Megatron, tensor or pipeline
+#: parallelism) or a large pretrained model named by its size (``"meta-llama/Llama-2-7b-hf"``, ``70B``)
+_BIG_MODEL = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|fully_shard\b|zero_?stage|zero3|megatron|"
+                        r"tensor_(model_)?parallel|pipeline_(model_)?parallel|model_parallel_size|"
+                        r"[\"'/_-]\d{1,3}(\.\d)?[bB](-|_|\b)|llama|mistral|mixtral|qwen|falcon|gpt-?neox", re.IGNORECASE)
+
+
+def save_kind(name: str) -> str:
+    """``"save"`` for a call or function whose name says it only writes a checkpoint (``save_checkpoint``,
+    ``torch.save``), ``"work"`` when it says more (``evaluate_and_save``)."""
+    parts = LONG_PARTS.intersection(_parts(name))
+    return "save" if parts and parts <= SAVE_PARTS else "work"
+
+
 #: logging services whose pushes block the calling rank (seed 004)
 LOGGING_RECEIVERS = re.compile(r"(^|\.)(wandb|mlflow|neptune|comet_ml|clearml|aim|swanlab|tracker|trackers|"
                                r"tracking|run|experiment)$")
@@ -365,7 +382,8 @@ class Site:
 
     line: int
     label: str
-    #: for long work: ``"logging"`` when it is a push to a logging service, else ``"work"``; for a collective:
+    #: for long work: ``"logging"`` when it is a push to a logging service, ``"save"`` when it is a checkpoint
+    #: written on this rank (long for a large model only), else ``"work"``; for a collective:
     #: ``"gathers shards"`` for a call that is a collective because the model is sharded (a DCP state-dict
     #: getter, a sharded model's forward, DeepSpeed's and Accelerate's checkpoint saves)
     kind: str = "work"
@@ -417,6 +435,8 @@ class SourceFacts:
         #: get_state_dict are collectives then; otherwise only if the launch config says so, and the
         #: finding says that (set by :meth:`parse` from the text)
         self.may_shard = True
+        #: does the file say its model may be large (see _BIG_MODEL)? A checkpoint save is long work then
+        self.big_model = True
         #: local name -> (module, name in it or "" for the module itself, relative-import level)
         self.import_from: dict[str, tuple[str, str, int]] = {}
         #: (module, relative-import level) of each ``from module import *``
@@ -467,6 +487,7 @@ class SourceFacts:
             tree = ast.parse(text, filename=path)
         facts = cls(tree, path)
         facts.may_shard = bool(_MAY_SHARD.search(text))
+        facts.big_model = bool(_BIG_MODEL.search(text))
         return facts
 
     # -- indexing ---------------------------------------------------------------------------------------
@@ -1233,7 +1254,7 @@ class SourceFacts:
                             and c.value.lower().endswith((*_SMALL_DOWNLOAD, ".py", ".cfg", ".sh"))
                             for c in ast.walk(node.args[0])):   # (HigherHRNet copies the model's source file)
             # SAM 2: `g_pathmgr.copy(self.checkpoint_conf.resume_from, dst)` on rank 0 before the barrier
-            return Site(node.lineno, label)
+            return Site(node.lineno, label, "save")
         if name == "dump" and recv.rsplit(".", 1)[-1] in ("pickle", "joblib", "dill", "cloudpickle"):
             parts = ["save"]   # EDM's network snapshot: `pickle.dump(data, f)` of the networks on rank 0
         if LONG_PARTS.intersection(parts):
@@ -1263,7 +1284,7 @@ class SourceFacts:
             if name in ("save", "dump") and node.args and _RESULTS.search(ast.unparse(node.args[0])) \
                     and not _HEAVY.search(ast.unparse(node.args[0])):
                 return None   # DETR's `torch.save(coco_evaluator.coco_eval["bbox"].eval, ...)`: tens of MB of scores
-            return Site(node.lineno, label)
+            return Site(node.lineno, label, save_kind("save" if parts == ["save"] else name))
         return None
 
     def _under_media_test(self, node: ast.AST) -> bool:
@@ -1303,7 +1324,7 @@ class SourceFacts:
             if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name) \
                     and not _small_save_name(name):   # InternImage's save_config: what it does decides
                 if not self._writes_metadata_only(fn) and not self._only_light_calls(fn):
-                    found = Site(fn.lineno, f"{name}()")
+                    found = Site(fn.lineno, f"{name}()", self._named_save_kind(name, fn))
                     break
                 continue
             light: Site | None = None
@@ -1321,6 +1342,17 @@ class SourceFacts:
                 break
         self._long[name] = found
         return found
+
+    def _named_save_kind(self, name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+        """The kind of a function named for its long work: ``"save"`` when the name says it saves and nothing
+        it does is other long work (an evaluation, a download, a loop over data)."""
+        if save_kind(name) != "save":
+            return "work"
+        for node in walk_local(fn):
+            site = self.long_work_of(node) if node is not fn else None
+            if site is not None and not _light(site) and site.kind != "save":
+                return "work"
+        return "save"
 
     def _only_light_calls(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """Does the function only print, count and hand scalars to a writer, itself or through functions of
@@ -1367,9 +1399,25 @@ class SourceFacts:
                 elif site is not None and _light(site) and (light is None or site.line < light.line):
                     light = site
             if best is not None:
+                if best.kind == "save" and self._other_work_after(stmts, best):
+                    return replace(best, kind="work")   # a save, then an evaluation: the region's work is long
                 return best
         # a plot alone is not long work (GPT-SoVITS: four spectrogram images every log interval); an upload is
         return light if light is not None and light.kind == "logging" else None
+
+    def _other_work_after(self, stmts: list[ast.stmt], save: Site) -> bool:
+        """Is there long work other than checkpoint saves in the region (after its first save)?"""
+        for stmt in stmts:
+            for node in walk_local(stmt):
+                site = self.long_work_of(node)
+                if site is not None and site.line >= save.line and not _light(site) and site.kind != "save":
+                    return True
+        return False
+
+    def may_be_big(self) -> bool:
+        """Does this file, or a file named on the command line, say the model may be large (sharded training, a
+        large pretrained model)? A rank-0 checkpoint save is then long enough to report."""
+        return self.big_model or self.project is not None and self.project.any_named(lambda f: f.big_model)
 
     # -- program order ----------------------------------------------------------------------------------
     def next_collective_after(self, stmt: ast.AST, *, depth: int = 1) -> Site | None:

@@ -16,7 +16,8 @@ from nccl_workbook.scenarios import SCENARIOS
 
 
 def found(src: str) -> list[tuple[int, str]]:
-    return [(f.line, f.rule.value) for f in lint_source(textwrap.dedent(src).lstrip("\n"))]
+    """What the lint points at, hazards and notes alike (the tests of which is which are apart)."""
+    return [(f.line, f.rule.value) for f in lint_source(textwrap.dedent(src).lstrip("\n"), notes=True)]
 
 
 HEAD = "import torch\nimport torch.distributed as dist\n"
@@ -485,21 +486,21 @@ def test_calls_into_the_other_files_of_the_project_are_followed(tmp_path: Path) 
     expected = [("train.py", 8, "rank0-long-work-before-collective"), ("train.py", 9, "rank0-long-work-before-collective"),
                 ("train.py", 12, "collective-in-rank-branch")]
     report = lint_paths([main], imports=False)
-    assert [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.findings] == expected
-    assert "engine.py:12" in report.findings[2].message and "`rank == 0` (engine.py:7)" in report.findings[1].message
+    assert [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.with_notes] == expected
+    assert "engine.py:12" in report.with_notes[2].message and "`rank == 0` (engine.py:7)" in report.with_notes[1].message
     assert report.errors == () and report.files_checked == 1     # engine.py was read, not reported
     # by default the local files it imports are checked too (utils.py is not imported); evaluate()'s work is
     # reported once, at its call, where the others' wait is
     report = lint_paths([main])
-    assert [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.findings] == expected
+    assert [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.with_notes] == expected
     assert (report.files_checked, report.files_imported) == (3, 2)   # engine.py, pkg/__init__.py
     assert "(2 imported by the files named)" in report.render_text()
     # the whole folder: engine.py's rank-0 evaluation is followed back to its caller, whose next
     # collective (the barrier after it) the other ranks wait in
     report = lint_paths([tmp_path / "proj"])
-    where = [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.findings]
+    where = [(f.path.rsplit("/", 1)[-1], f.line, f.rule.value) for f in report.with_notes]
     assert ("engine.py", 9, "rank0-long-work-before-collective") in where
-    assert "train.py:" in next(f.message for f in report.findings if f.path.endswith("engine.py"))
+    assert "train.py:" in next(f.message for f in report.with_notes if f.path.endswith("engine.py"))
     assert [e.path.rsplit("/", 1)[-1] for e in report.errors] == ["utils.py"]   # named, the others checked
     # the same text as one string: nothing outside it is known, nothing is claimed
     assert found(main.read_text()) == []
@@ -520,7 +521,7 @@ def test_held_out_round_four_idioms() -> None:
     assert found(mode) == []
     # a plot before a save in the same rank-0 block: the save is named (VITS)
     both = HEAD + "if rank == 0:\n    plot_spectrogram(x)\n    save_checkpoint(model)\ndist.barrier()\n"
-    (f,) = lint_source(both)
+    (f,) = lint_source(both, notes=True)
     assert f.line == 5 and "save_checkpoint" in f.message
     assert found(both.replace("    save_checkpoint(model)\n", "")) == []   # a plot alone is not (GPT-SoVITS)
     # a tokenizer's files and an upload handed to a background thread are not long work (peft)
@@ -592,13 +593,13 @@ def test_held_out_round_four_misses_found(tmp_path: Path) -> None:
     for days, expected in ((365, []), (0.01, [(5, "rank0-long-work-before-collective")])):
         text = (pkg / "common" / "dist_utils.py").read_text()
         (pkg / "common" / "dist_utils.py").write_text(re.sub(r"days=[\d.]+", f"days={days}", text))
-        findings, error = lint_file(runner)
+        findings, error = lint_file(runner, notes=True)
         assert error is None and [(f.line, f.rule.value) for f in findings] == expected
     # a side group made elsewhere (`new_group(timeout=...)`) says nothing of the main group's timeout
     (pkg / "common" / "dist_utils.py").write_text(
         "import datetime\nimport torch.distributed as dist\ndef is_main_process():\n    return True\n"
         "side = dist.new_group(timeout=datetime.timedelta(days=365))\n")
-    findings, _ = lint_file(runner)
+    findings, _ = lint_file(runner, notes=True)
     assert [(f.line, f.rule.value) for f in findings] == [(5, "rank0-long-work-before-collective")]
     # DETR linted as a folder: `save_on_master` in util/misc.py is reported once, where main.py calls it
     detr = tmp_path / "detr"
@@ -611,7 +612,7 @@ def test_held_out_round_four_misses_found(tmp_path: Path) -> None:
         "import util.misc as utils\nfor epoch in range(9):\n    utils.reduce_dict(stats)\n"
         "    utils.save_on_master(model.state_dict(), 'ckpt.pth')\n")
     report = lint_paths([detr])
-    assert [(Path(f.path).name, f.line) for f in report.findings] == [("main.py", 4)]
+    assert [(Path(f.path).name, f.line) for f in report.with_notes] == [("main.py", 4)]
 
 
 def test_held_out_round_five_idioms() -> None:
@@ -697,15 +698,15 @@ def test_held_out_round_six_idioms(tmp_path: Path) -> None:
                     "model = torch.nn.parallel.DistributedDataParallel(net)\nfor epoch in range(9):\n"
                     "    train_one_epoch(model, loader, optimizer, loss_scaler)\n    utils.save_model(model, 'c.pth')\n")
     from nccl_workbook.lint import lint_file, lint_paths
-    findings, _ = lint_file(main)
+    findings, _ = lint_file(main, notes=True)
     assert [(f.line, f.rule.value) for f in findings] == [(7, "rank0-long-work-before-collective")]
     assert "save_on_master() at utils.py:10" in findings[0].message and "loss_scaler()" in findings[0].message
     # linted as a folder, utils.py's own finding stands for it: reported once, inside save_on_master's caller
     report = lint_paths([tmp_path])
-    assert len(report.findings) == 1
+    assert len(report.with_notes) == 1
     # without the scaler's loss there is no backward to wait in
     (tmp_path / "engine.py").write_text((tmp_path / "engine.py").read_text().replace("loss_scaler(loss,", "loss_scaler(x,"))
-    findings, _ = lint_file(main)
+    findings, _ = lint_file(main, notes=True)
     assert findings == []
 
 
@@ -779,13 +780,13 @@ def test_inherited_methods_and_a_state_in_a_saved_dict(tmp_path: Path) -> None:
         "    def train(self, loader):\n        self.model = torch.nn.parallel.DistributedDataParallel(self.net)\n"
         "        for x in loader:\n            self.model(x).backward()\n            self.save('c.pt')\n")
     from nccl_workbook.lint import lint_file
-    findings, _ = lint_file(tmp_path / "ocp_trainer.py")
+    findings, _ = lint_file(tmp_path / "ocp_trainer.py", notes=True)
     assert [(f.line, f.rule.value) for f in findings] == [(8, "rank0-long-work-before-collective")]
     assert "base_trainer.py:6" in findings[0].message
     # a base class that saves on every rank makes no one wait
     (tmp_path / "base_trainer.py").write_text((tmp_path / "base_trainer.py").read_text().replace(
         "        if dist.get_rank() == 0:\n            torch.save", "        torch.save"))
-    assert lint_file(tmp_path / "ocp_trainer.py")[0] == []
+    assert lint_file(tmp_path / "ocp_trainer.py", notes=True)[0] == []
 
 
 def test_the_main_rank_leaving_in_a_mode_of_its_own() -> None:
@@ -822,9 +823,9 @@ def test_the_files_a_script_imports_are_checked_with_it(tmp_path: Path) -> None:
     (tmp_path / "main.py").write_text("from trainer import run_training\nrun_training(model, loader, args)\n")
     from nccl_workbook.lint import lint_paths
     report = lint_paths([tmp_path / "main.py"])
-    assert [(Path(f.path).name, f.line, f.rule.value) for f in report.findings] == [
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in report.with_notes] == [
         ("trainer.py", 8, "rank0-long-work-before-collective")]
-    assert lint_paths([tmp_path / "main.py"], imports=False).findings == ()
+    assert lint_paths([tmp_path / "main.py"], imports=False).with_notes == ()
     assert main(["lint", "--no-imports", str(tmp_path / "main.py")]) == 0
     # icefall: a helper that returns on the other ranks (`if rank != 0: return`) and then saves, called in
     # the loop before the next batch's backward: reported at the call
@@ -835,17 +836,17 @@ def test_the_files_a_script_imports_are_checked_with_it(tmp_path: Path) -> None:
         "import torch\nfrom checkpoint import save_checkpoint\n"
         "model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n    model(x).backward()\n"
         "    save_checkpoint(model, rank)\n")
-    findings = lint_paths([tmp_path / "train.py"]).findings
+    findings = lint_paths([tmp_path / "train.py"]).with_notes
     assert [(Path(f.path).name, f.line) for f in findings] == [("train.py", 6)]
     assert "`rank == 0` (checkpoint.py:3)" in findings[0].message
     # icefall's save_bad_model() passes `rank=0`: every rank that calls it saves its own file
     train = (tmp_path / "train.py").read_text()
     (tmp_path / "train.py").write_text(train.replace("save_checkpoint(model, rank)", "save_checkpoint(model, rank=0)"))
-    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
     (tmp_path / "train.py").write_text(train)
     # a guard that every rank passes (a setting) is no rank test
     (tmp_path / "checkpoint.py").write_text((tmp_path / "checkpoint.py").read_text().replace("rank != 0", "args.dry_run"))
-    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
 
 
 def test_held_out_rounds_nine_and_ten_idioms() -> None:
@@ -911,7 +912,7 @@ def test_imports_of_imports_in_the_scripts_own_folder(tmp_path: Path) -> None:
     (tmp_path / "exp" / "exp_forecast.py").write_text("from utils.tools import EarlyStopping\n")
     (tmp_path / "run.py").write_text("from exp.exp_forecast import Exp_Forecast\n")
     from nccl_workbook.lint import lint_paths
-    assert [(Path(f.path).name, f.line) for f in lint_paths([tmp_path / "run.py"]).findings] == [("tools.py", 6)]
+    assert [(Path(f.path).name, f.line) for f in lint_paths([tmp_path / "run.py"]).with_notes] == [("tools.py", 6)]
     # a library above an example (physicsnemo's examples/weather/graphcast importing physicsnemo/...) is
     # checked one import deep, not two
     example = tmp_path / "examples" / "graph"
@@ -919,7 +920,7 @@ def test_imports_of_imports_in_the_scripts_own_folder(tmp_path: Path) -> None:
     (example / "train.py").write_text("from exp.exp_forecast import Exp_Forecast\n")
     (tmp_path / "examples" / "__init__.py").write_text("")
     report = lint_paths([example / "train.py"])
-    assert report.findings == () and report.files_imported == 1   # exp_forecast.py only
+    assert report.with_notes == () and report.files_imported == 1   # exp_forecast.py only
 
 
 def test_library_idioms_of_round_nine() -> None:
@@ -958,7 +959,7 @@ def test_a_module_imported_from_its_package(tmp_path: Path) -> None:
     (tmp_path / "launch.py").write_text("from train import trainers\ntrainer = trainers.Trainer()\n")
     from nccl_workbook.lint import lint_paths
     report = lint_paths([tmp_path / "launch.py"])
-    assert [(Path(f.path).name, f.line) for f in report.findings] == [("trainers.py", 5)]
+    assert [(Path(f.path).name, f.line) for f in report.with_notes] == [("trainers.py", 5)]
     assert report.files_imported == 2
 
 
@@ -978,12 +979,12 @@ def test_a_base_class_re_exported_by_its_package_and_a_negated_adapter_test(tmp_
         "    def train(self):\n        for batch in self.loader:\n            dist.all_reduce(batch)\n"
         "            self.save_transformers(self.model)\n")
     from nccl_workbook.lint import lint_paths
-    findings = lint_paths([tmp_path / "ppo.py"]).findings
+    findings = lint_paths([tmp_path / "ppo.py"]).with_notes
     assert [(Path(f.path).name, f.line) for f in findings] == [("ppo.py", 7)]
     assert "rl_trainer.py:6" in findings[0].message
     # under `if self.lora_enabled:` what is saved is the adapter, a few MB
     (base / "rl_trainer.py").write_text(rl.format("self.lora_enabled"))
-    assert lint_paths([tmp_path / "ppo.py"]).findings == ()
+    assert lint_paths([tmp_path / "ppo.py"]).with_notes == ()
 
 
 def test_a_method_of_an_object_of_an_imported_class(tmp_path: Path) -> None:
@@ -996,12 +997,12 @@ def test_a_method_of_an_object_of_an_imported_class(tmp_path: Path) -> None:
              "for step in range(9):\n    dist.all_reduce(loss)\n    mgr.save_checkpoint(model, 'c.pt')\n")
     (tmp_path / "train.py").write_text(train.format("CheckpointManager"))
     from nccl_workbook.lint import lint_paths
-    findings = lint_paths([tmp_path / "train.py"]).findings
+    findings = lint_paths([tmp_path / "train.py"]).with_notes
     assert [(Path(f.path).name, f.line) for f in findings] == [("train.py", 6)]
     assert "checkpoint.py:5" in findings[0].message
     # an object of a class that is not the project's is not read
     (tmp_path / "train.py").write_text(train.format("dict"))
-    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
 
 
 def test_an_object_made_on_rank_zero_and_handed_to_a_class_of_another_file(tmp_path: Path) -> None:
@@ -1017,15 +1018,15 @@ def test_an_object_made_on_rank_zero_and_handed_to_a_class_of_another_file(tmp_p
              "logger = None\nif {}:\n    logger = Logger()\ntrainer = Trainer(model, logger={})\n")
     from nccl_workbook.lint import lint_paths
     (tmp_path / "train.py").write_text(train.format("local_rank == 0", "logger"))
-    findings = lint_paths([tmp_path / "train.py"]).findings
+    findings = lint_paths([tmp_path / "train.py"]).with_notes
     assert [(Path(f.path).name, f.line, f.rule.value) for f in findings] == [
         ("trainer.py", 8, "rank0-long-work-before-collective")]
     # handed in positionally: the same
     (tmp_path / "train.py").write_text(train.format("local_rank == 0", "logger").replace("logger=logger", "logger"))
-    assert len(lint_paths([tmp_path / "train.py"]).findings) == 1
+    assert len(lint_paths([tmp_path / "train.py"]).with_notes) == 1
     # a logger every rank has (made under a setting, not a rank) tests nothing about the rank
     (tmp_path / "train.py").write_text(train.format("args.log", "logger"))
-    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
 
 
 def test_a_dotted_import_a_star_re_export_and_an_object_of_a_module_s_class(tmp_path: Path) -> None:
@@ -1044,7 +1045,7 @@ def test_a_dotted_import_a_star_re_export_and_an_object_of_a_module_s_class(tmp_
         "        if dist.get_rank() == 0:\n            torch.save(self.model.state_dict(), path)\n")
     (tmp_path / "utils" / "__init__.py").write_text("")
     (tmp_path / "train.py").write_text("import training.loop\ntraining.loop.loop(model, loader)\n")
-    findings = lint_paths([tmp_path / "train.py"]).findings
+    findings = lint_paths([tmp_path / "train.py"]).with_notes
     assert [(Path(f.path).name, f.line, f.rule.value) for f in findings] == [
         ("loop.py", 7, "rank0-long-work-before-collective")]
     assert "io.py:6" in findings[0].message
@@ -1057,12 +1058,12 @@ def test_a_dotted_import_a_star_re_export_and_an_object_of_a_module_s_class(tmp_
     (tmp_path / "train.py").write_text(
         "import torch.distributed as dist\nimport utils\nfor epoch in range(9):\n    dist.all_reduce(x)\n"
         "    utils.save_model(model, 'c.pt')\n")
-    findings = lint_paths([tmp_path / "train.py"]).findings
+    findings = lint_paths([tmp_path / "train.py"]).with_notes
     assert [(Path(f.path).name, f.line) for f in findings] == [("train.py", 5)]
     assert "checkpoint.py:5" in findings[0].message
     # without the re-export the function is not found, and nothing is reported
     (tmp_path / "utils" / "__init__.py").write_text("from .io import *\n")
-    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
 
 
 def test_barriers_on_complementary_rank_tests_around_a_yield() -> None:
@@ -1090,10 +1091,10 @@ def test_a_state_dict_getter_of_another_file_gathers_only_for_a_sharded_model(tm
              "    model(x).sum().backward()\n    if rank == 0:\n        save_checkpoint('c.pt', model, opt)\n")
     from nccl_workbook.lint import lint_paths
     (tmp_path / "train.py").write_text(train.format("torch.nn.parallel.DistributedDataParallel"))
-    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings] == [
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).with_notes] == [
         (7, "rank0-long-work-before-collective")]
     (tmp_path / "train.py").write_text(train.format("FSDP"))
-    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings] == [
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).with_notes] == [
         (7, "collective-in-rank-branch")]
 
 
@@ -1144,11 +1145,11 @@ def test_an_imported_file_is_shown_as_the_user_typed_the_script(tmp_path: Path, 
     (tmp_path / "proj" / "main.py").write_text("from trainer import fit\nfit(model)\n")
     monkeypatch.chdir(tmp_path)
     from nccl_workbook.lint import lint_paths
-    assert [(f.path, f.line) for f in lint_paths(["proj/main.py"]).findings] == [(str(Path("proj/trainer.py")), 5)]
+    assert [(f.path, f.line) for f in lint_paths(["proj/main.py"]).with_notes] == [(str(Path("proj/trainer.py")), 5)]
     other = tmp_path / "elsewhere"
     other.mkdir()
     monkeypatch.chdir(other)   # not under the current folder: the full path
-    assert [f.path for f in lint_paths([str(tmp_path / "proj" / "main.py")]).findings] == [
+    assert [f.path for f in lint_paths([str(tmp_path / "proj" / "main.py")]).with_notes] == [
         str((tmp_path / "proj" / "trainer.py").resolve())]
 
 
@@ -1170,14 +1171,14 @@ def test_a_failure_of_the_lint_on_one_file_is_reported_and_the_others_checked(tm
     (tmp_path / "b.py").write_text("x = 1\n")
     real = api.lint_source
 
-    def fails_on_b(text: str, path: str = "<string>", project: object = None) -> list:
+    def fails_on_b(text: str, path: str = "<string>", project: object = None, **kw: bool) -> list:
         if path.endswith("b.py"):
             raise KeyError("boom")
-        return real(text, path, project)   # type: ignore[arg-type]
+        return real(text, path, project, **kw)   # type: ignore[arg-type]
 
     monkeypatch.setattr(api, "lint_source", fails_on_b)
     report = lint_paths([tmp_path])
-    assert [Path(f.path).name for f in report.findings] == ["a.py"] and report.exit_code == 2
+    assert [Path(f.path).name for f in report.with_notes] == ["a.py"] and report.exit_code == 2
     assert "the lint failed on it (KeyError" in report.errors[0].error
 
 
@@ -1186,7 +1187,7 @@ def test_a_file_with_a_byte_order_mark_and_alike_tests(tmp_path: Path) -> None:
     (tmp_path / "loop.py").write_bytes("\ufeff".encode() + (HEAD + "if dist.get_rank() == 0:\n    dist.barrier()\n").encode())
     from nccl_workbook.lint import lint_paths
     report = lint_paths([tmp_path / "loop.py"])
-    assert report.errors == () and [f.line for f in report.findings] == [4]
+    assert report.errors == () and [f.line for f in report.with_notes] == [4]
     # `if (snapshot_data is not None) and (len(metrics) > 0):` where both are set alike on every rank (a
     # setting with a literal default, a value assigned outside any rank test); a rank's own list is not
     metrics = HEAD + ("def loop(metrics=[]):\n    for step in range(9):\n        snapshot_data = None\n"
@@ -1308,12 +1309,12 @@ def test_a_method_a_base_class_s_loop_calls(tmp_path: Path) -> None:
     (tmp_path / "tools").mkdir()
     (tmp_path / "tools" / "train.py").write_text("from trainer import Trainer\nTrainer(net).train()\n")
     from nccl_workbook.lint import lint_paths
-    findings = lint_paths([tmp_path / "tools" / "train.py"]).findings
+    findings = lint_paths([tmp_path / "tools" / "train.py"]).with_notes
     assert [(Path(f.path).name, f.line, f.rule.value) for f in findings] == [
         ("trainer.py", 10, "rank0-long-work-before-collective")]
     assert "self._train_epoch() (which reaches" in findings[0].message and "base_trainer.py:7" in findings[0].message
     (tmp_path / "trainer" / "trainer.py").write_text(trainer.format("self.config.save"))
-    assert lint_paths([tmp_path / "tools" / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "tools" / "train.py"]).with_notes == ()
 
 
 def test_a_backward_in_another_file_of_a_ddp_project_is_an_all_reduce(tmp_path: Path) -> None:
@@ -1326,11 +1327,11 @@ def test_a_backward_in_another_file_of_a_ddp_project_is_an_all_reduce(tmp_path: 
              "        torch.save(model.state_dict(), 'c.pt')\n")
     from nccl_workbook.lint import lint_paths
     (tmp_path / "train.py").write_text(train.format("torch.nn.parallel.DistributedDataParallel"))
-    findings = lint_paths([tmp_path / "train.py"]).findings
+    findings = lint_paths([tmp_path / "train.py"]).with_notes
     assert [(f.line, f.rule.value) for f in findings] == [(8, "rank0-long-work-before-collective")]
     assert "amp.py:3" in findings[0].message
     (tmp_path / "train.py").write_text(train.format("torch.compile"))
-    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
 
 
 def test_round_sixteen_idioms() -> None:
@@ -1374,10 +1375,10 @@ def test_a_method_named_for_a_push_that_only_adds_scalars(tmp_path: Path) -> Non
         "import torch\nfrom writer import Writer\nmodel = torch.nn.parallel.DistributedDataParallel(net)\n"
         "w = Writer()\nfor x in loader:\n    model(x).backward()\n    if rank == 0:\n        w.push(metrics)\n")
     from nccl_workbook.lint import lint_paths
-    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
     # a push that uploads is long
     (tmp_path / "writer.py").write_text(push.replace("self.lr_summary()", "self.api.upload_folder(self.out)"))
-    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings] == [
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).with_notes] == [
         (8, "rank0-long-work-before-collective")]
 
 
@@ -1403,13 +1404,13 @@ def test_round_seventeen_idioms(tmp_path: Path) -> None:
         "import torch\nfrom ltr_trainer import LTRTrainer\nnet = torch.nn.parallel.DistributedDataParallel(m)\n"
         "LTRTrainer(net).train(9)\n")
     from nccl_workbook.lint import lint_paths
-    findings = lint_paths([tmp_path / "train.py"]).findings
+    findings = lint_paths([tmp_path / "train.py"]).with_notes
     assert [(Path(f.path).name, f.line, f.rule.value) for f in findings] == [
         ("base_trainer.py", 7, "rank0-long-work-before-collective")]
     assert "ltr_trainer.py:7" in findings[0].message
     # a subclass whose train_epoch reaches no collective: nothing to wait in
     (tmp_path / "ltr_trainer.py").write_text(ltr.replace("loss.backward()", "print(loss)"))
-    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
 
 
 def test_a_parameter_that_gates_a_function_s_long_work_set_to_a_rank_flag(tmp_path: Path) -> None:
@@ -1422,12 +1423,12 @@ def test_a_parameter_that_gates_a_function_s_long_work_set_to_a_rank_flag(tmp_pa
              "path = cache_url(url, cache, {}=is_main)\ndist.barrier()\n")
     from nccl_workbook.lint import lint_paths
     (tmp_path / "train.py").write_text(train.format("download"))
-    findings = lint_paths([tmp_path / "train.py"]).findings
+    findings = lint_paths([tmp_path / "train.py"]).with_notes
     assert [(f.line, f.rule.value) for f in findings] == [(4, "rank0-long-work-before-collective")]
     assert "`download=is_main`" in findings[0].message
     # a flag that only turns printing on is no rank-0 work
     (tmp_path / "train.py").write_text(train.format("verbose"))
-    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
 
 
 def test_round_eighteen_idioms(tmp_path: Path) -> None:
@@ -1454,9 +1455,9 @@ def test_round_eighteen_idioms(tmp_path: Path) -> None:
              "    beir_utils.evaluate_model(model, data{})\n")
     from nccl_workbook.lint import lint_paths
     (tmp_path / "train.py").write_text(train.format(""))
-    assert [f for f in lint_paths([tmp_path / "train.py"]).findings if f.path.endswith("train.py")] == []
+    assert [f for f in lint_paths([tmp_path / "train.py"]).with_notes if f.path.endswith("train.py")] == []
     (tmp_path / "train.py").write_text(train.format(", is_main=dist.get_rank() == 0"))
-    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).with_notes
             if f.path.endswith("train.py")] == [(5, "rank0-long-work-before-collective")]
 
 
@@ -1475,7 +1476,7 @@ def test_the_package_of_an_imported_file(tmp_path: Path) -> None:
     (tmp_path / "tools").mkdir()
     (tmp_path / "tools" / "train.py").write_text("from src.solver import DetSolver\nDetSolver().fit()\n")
     from nccl_workbook.lint import lint_paths
-    findings = lint_paths([tmp_path / "tools" / "train.py"]).findings
+    findings = lint_paths([tmp_path / "tools" / "train.py"]).with_notes
     assert [(Path(f.path).name, f.line) for f in findings] == [("det_solver.py", 10)]   # the save, not the scalars
 
 
@@ -1497,7 +1498,7 @@ def test_round_nineteen_idioms(tmp_path: Path) -> None:
     (tmp_path / "models" / "model.py").write_text(HEAD + "def fit():\n    if dist.get_rank() == 0:\n        dist.barrier()\n")
     for name, expected in (("models.model", [("model.py", 5)]), ("models.other", [])):
         (tmp_path / "run.py").write_text(f"import importlib\nmodel = init_obj(opt, default_file_name='{name}')\n")
-        assert [(Path(f.path).name, f.line) for f in lint_paths([tmp_path / "run.py"]).findings] == expected
+        assert [(Path(f.path).name, f.line) for f in lint_paths([tmp_path / "run.py"]).with_notes] == expected
 
 
 def test_three_imports_deep_and_a_submodule_named_through_its_package(tmp_path: Path) -> None:
@@ -1517,12 +1518,12 @@ def test_three_imports_deep_and_a_submodule_named_through_its_package(tmp_path: 
     (tmp_path / "onmt/train_single.py").write_text("from onmt.trainer import Trainer\n")
     (tmp_path / "onmt/bin/train.py").write_text("from onmt.train_single import main\n")
     (tmp_path / "train.py").write_text("from onmt.bin.train import main\nmain()\n")
-    assert [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings] == [
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).with_notes] == [
         ("trainer.py", 7, "rank0-long-work-before-collective")]
     # one level further is read for its functions, not checked
     (tmp_path / "train.py").write_text("from launcher import main\nmain()\n")
     (tmp_path / "launcher.py").write_text("from onmt.bin.train import main\n")
-    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
 
 
 def test_a_shell_command_that_copies_small_files_is_short() -> None:
@@ -1566,3 +1567,86 @@ def test_round_twenty_idioms() -> None:
                    "        dist.{}(t, rank + mask)\n        mask <<= 1\n")
     assert found(tree.format("isend", "irecv")) == []
     assert found(tree.format("all_reduce", "all_reduce")) == [(7, "collective-in-rank-branch"), (8, "uneven-collective-count")]
+
+
+SAVE_ON_RANK0 = (HEAD + "{head}model = torch.nn.parallel.DistributedDataParallel(net)\nfor step, batch in enumerate(loader):\n"
+                 "    model(batch).sum().backward()\n    if dist.get_rank() == 0 and step % 1000 == 0:\n"
+                 "        {work}\n")
+
+
+@pytest.mark.parametrize("head, work, counted", [
+    # nothing says the model is large: the others wait seconds for the save, a note
+    ("", "torch.save({'model': model.state_dict(), 'optim': optim.state_dict()}, 'c.pt')", False),
+    ("", "save_checkpoint(model, 'c.pt')", False),
+    ("import pickle\n", "pickle.dump(model, open('c.pkl', 'wb'))", False),
+    # a sign of a large model (sharded training, a large pretrained model by name): a hazard
+    ("import deepspeed\n", "torch.save(model.state_dict(), 'c.pt')", True),
+    ("net = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-2-7b-hf')\n", "torch.save(model.state_dict(), 'c.pt')",
+     True),
+    ("net = load('Qwen2-72B')\n", "torch.save(model.state_dict(), 'c.pt')", True),
+    # work other than a save is long whatever the model: a hazard
+    ("", "evaluate(model, val_loader)", True),
+    ("", "generate_samples(model)", True),
+    ("", "api.upload_folder(folder_path='out')", True),
+])
+def test_a_rank0_save_is_a_note_unless_the_model_may_be_large(tmp_path: Path, head: str, work: str, counted: bool) -> None:
+    (tmp_path / "train.py").write_text(SAVE_ON_RANK0.format(head=head, work=work))
+    report = lint_paths([tmp_path / "train.py"])
+    rules = [(f.line, f.rule.value) for f in (report.findings if counted else report.notes)]
+    assert [r for _, r in rules] == ["rank0-long-work-before-collective"], report.render_text()
+    assert (report.notes if counted else report.findings) == ()
+    assert report.exit_code == (1 if counted else 0)
+    if not counted:
+        assert report.notes[0].note.startswith("not counted as hazards: rank-0 checkpoint saves")
+
+
+def test_a_save_followed_by_other_rank0_work_is_a_hazard() -> None:
+    # the region's work is the save and an evaluation: the others wait for both
+    src = SAVE_ON_RANK0.format(head="", work="torch.save(model.state_dict(), 'c.pt')\n        evaluate(model, val_loader)")
+    assert [(f.line, f.note) for f in lint_source(src, notes=True)] == [(7, "")]
+    # a function named for saving that also evaluates is not only a save
+    fn = HEAD + ("def save_checkpoint(model):\n    evaluate(model, val_loader)\n    torch.save(model.state_dict(), 'c.pt')\n"
+                 + SAVE_ON_RANK0.format(head="", work="save_checkpoint(model)")[len(HEAD):])
+    assert [(f.rule.value, bool(f.note)) for f in lint_source(fn, notes=True)] == [("rank0-long-work-before-collective", False)]
+    only = fn.replace("    evaluate(model, val_loader)\n", "")
+    assert lint_source(only) == [] and [f.rule.value for f in lint_source(only, notes=True)] == \
+        ["rank0-long-work-before-collective"]
+
+
+def test_notes_in_the_cli_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "train.py").write_text(SAVE_ON_RANK0.format(head="", work="torch.save(model.state_dict(), 'c.pt')"))
+    assert main(["lint", str(tmp_path / "train.py")]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0].endswith("train.py:7: note: rank0-long-work-before-collective: torch.save() runs only where "
+                            "`dist.get_rank() == 0 and step % 1000 == 0` (line 6) holds, while the other ranks go on to "
+                            "model().sum().backward() (DDP/sharded gradient all-reduce) at line 5.")
+    assert text[1].startswith("    (notes) not counted as hazards") and text[-1] == "0 hazards in 1 file; 1 note"
+    assert main(["lint", str(tmp_path / "train.py"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["findings"] == [] and [(n["line"], n["rule"]) for n in out["notes"]] == [(7, "rank0-long-work-before-collective")]
+    assert out["notes"][0]["note"].startswith("not counted as hazards")
+
+
+def test_round_twenty_one_idioms() -> None:
+    # Megatron's pipeline schedule: a receive per tensor shape of the stage, through a function that reaches
+    # batch_isend_irecv(): point-to-point, paired with the neighbour stage's sends, not a shared count
+    p2p = HEAD + ("def recv_forward(shape):\n    ops = [dist.P2POp(dist.irecv, t, prev)]\n"
+                  "    return dist.batch_isend_irecv(ops)\n"
+                  "def run(rank):\n    tensor_shapes = shapes[rank::4]\n    for shape in tensor_shapes:\n"
+                  "        recv_forward(shape)\n")
+    assert found(p2p) == []
+    assert found(p2p.replace("return dist.batch_isend_irecv(ops)", "return dist.all_reduce(t)")) == [
+        (9, "uneven-collective-count")]
+    # Amphion: a setting of the run's configuration is read the same way on every rank
+    cfg = HEAD + ("class T:\n    def build(self):\n        if not self.cfg.train.use_dynamic_batchsize:\n"
+                  "            return make_loader()\n        dist.barrier()\n")
+    assert found(cfg) == []
+    assert found(cfg.replace("self.cfg.train.use_dynamic_batchsize", "batch")) == [(6, "uneven-collective-count")]
+    # neuralangelo's master_first: the non-masters wait before the yield, the master after it, through the
+    # file's own barrier() and beside a run-wide test
+    first = HEAD + ("import contextlib\ndef barrier():\n    if dist.is_initialized():\n        dist.barrier()\n"
+                    "@contextlib.contextmanager\ndef master_first():\n    if not is_master():\n        barrier()\n    yield\n"
+                    "    if dist.is_initialized() and is_master():\n        barrier()\n")
+    assert found(first) == []
+    assert found(first.replace("    if dist.is_initialized() and is_master():\n        barrier()\n", "")) == [
+        (10, "collective-in-rank-branch")]
