@@ -450,7 +450,9 @@ def _without_shared(text: str) -> str:
     text = re.sub(r"[\w.\[\]'\"]*(_idx|_index|_id|_step|_iter|_file|_path|_dir|_name)\b['\"]?\]?", "", text)
     # a setting of the run's configuration, read the same way on every rank (Amphion's
     # `if not self.cfg.train.use_dynamic_batchsize: return ...`)
-    return re.sub(r"(?<![\w.])(self\.)?(cfg|config|conf|args|opt|opts|hparams|hps|settings)\.[\w.]+", "", text)
+    text = re.sub(r"(?<![\w.])(self\.)?(cfg|config|conf|args|opt|opts|hparams|hps|settings)\.[\w.]+", "", text)
+    # the sizes of the run and its groups (TorchRec's `local_size`, `sharding_group_size`)
+    return re.sub(r"[\w.]*(world_size|local_size|group_size|num_gpus|n_gpus?|num_nodes|nnodes)\w*", "", text)
 
 
 def _is_data_condition(test: ast.AST) -> bool:
@@ -910,7 +912,7 @@ _COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Gt:
 
 _ARITH = {ast.Mod: lambda a, b: a % b, ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
           ast.FloorDiv: lambda a, b: a // b}
-_RUN_WIDE = re.compile(r"world_size|size\b|is_initialized|distributed|is_dist|ddp", re.IGNORECASE)
+_RUN_WIDE = re.compile(r"world_size|size\b|is_initialized|distributed|is_dist|ddp|num_gpus|n_gpus?\b|num_nodes", re.IGNORECASE)
 
 
 def _rank_arith(f: SourceFacts, node: ast.AST) -> tuple[str, Callable[[int], int]] | None:

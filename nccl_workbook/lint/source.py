@@ -573,7 +573,7 @@ class SourceFacts:
         ``if utils.is_primary(args): saver = CheckpointSaver(...)``): ``saver is not None`` tests the rank."""
         under_rank: set[int] = set()
         for node in ifs:
-            if self.is_rank_condition(node.test):
+            if self.is_rank_condition(node.test) and not self._each_rank_in_turn(node):
                 under_rank.update(id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Assign))
         on_some: set[str] = set()
         on_all: set[str] = set()
@@ -589,7 +589,26 @@ class SourceFacts:
                 _const(v.body), _const(v.orelse))
             names = {t.id for t in node.targets if isinstance(t, ast.Name)}
             (on_some if id(node) in under_rank or rank_exp else on_all).update(names)
-        self.rank_objects |= on_some - on_all
+        # a cache made on first use (TorchRec's `if _INTRA_PG is None: <every rank makes every group, keeps its
+        # own>`): every rank binds it there, whichever branch of its body does
+        lazy = {node.test.left.id for node in ifs if isinstance(node.test, ast.Compare)
+                and isinstance(node.test.left, ast.Name) and len(node.test.ops) == 1
+                and isinstance(node.test.ops[0], ast.Is) and _const(node.test.comparators[0]) is None
+                and any(isinstance(t, ast.Name) and t.id == node.test.left.id
+                        for stmt in node.body for a in ast.walk(stmt) if isinstance(a, ast.Assign) for t in a.targets)}
+        self.rank_objects |= on_some - on_all - lazy
+
+    def _each_rank_in_turn(self, stmt: ast.If) -> bool:
+        """``for group_rank in range(n): ... if my_group_rank == group_rank: _INTRA_PG = pg`` (TorchRec): the loop
+        visits every rank's value, so what the branch binds is bound on every rank, at its own pass."""
+        loop = self.enclosing_loop(stmt)
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return False
+        loop_vars = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+        test = stmt.test
+        return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) and any(
+            isinstance(a, ast.Name) and a.id in loop_vars and self.is_rank_value(b)
+            for a, b in ((test.left, test.comparators[0]), (test.comparators[0], test.left)))
 
     def is_rank_object(self, name: str) -> bool:
         """Does ``name`` hold an object on some ranks only and ``None`` on the others (so that ``name is not
@@ -855,7 +874,7 @@ class SourceFacts:
                 any(m.startswith("torchmetrics") for m in self.modules.values()):
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
         if include_backward and name == "backward" and self._backward_is_all_reduce() \
-                and not self._before_the_wrap(call):
+                and not self._before_the_wrap(call) and not self._in_autograd_function(call):
             return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
         if include_backward and not recv and name.lower().endswith("scaler") and call.args \
                 and "loss" in ast.unparse(call.args[0]).lower() and self._backward_is_all_reduce():
@@ -863,6 +882,18 @@ class SourceFacts:
             # `scale(loss).backward()` inside
             return Site(line, f"{label} (its backward: DDP's gradient all-reduce)")
         return None
+
+    def _in_autograd_function(self, node: ast.AST) -> bool:
+        """Is this inside a method of a ``torch.autograd.Function`` subclass (icefall's scaling.py: a backward
+        of a detached leaf's own little graph, inside the function's backward)? No DDP parameter is in that
+        graph, so no all-reduce."""
+        key = ("autograd_function_lines", "")
+        if key not in self.memo:
+            self.memo[key] = [(c.lineno, c.end_lineno or c.lineno) for c in ast.walk(self.tree)
+                              if isinstance(c, ast.ClassDef) and any(
+                                  dotted(b).rsplit(".", 1)[-1] == "Function" for b in c.bases)]
+        line = getattr(node, "lineno", 0)
+        return any(lo <= line <= hi for lo, hi in self.memo[key])   # type: ignore[attr-defined]
 
     def _scope_of(self, line: int) -> ast.AST | None:
         """The innermost function whose lines hold ``line`` (None: module level)."""

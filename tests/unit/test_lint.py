@@ -1650,3 +1650,32 @@ def test_round_twenty_one_idioms() -> None:
     assert found(first) == []
     assert found(first.replace("    if dist.is_initialized() and is_master():\n        barrier()\n", "")) == [
         (10, "collective-in-rank-branch")]
+
+
+def test_library_idioms_of_the_judged_full_checkouts() -> None:
+    # TorchRec: a group made on first use; every rank makes every group and keeps its own at its pass
+    lazy = HEAD + ("_PG = None\ndef get_pg(my_rank, n):\n    global _PG\n    if _PG is None:\n"
+                   "        for group_rank in range(n):\n            pg = dist.new_group(ranks=[group_rank])\n"
+                   "            if my_rank == group_rank:\n                _PG = pg\n        dist.barrier()\n")
+    assert found(lazy) == []
+    # an object made on rank 0 only is still a rank test (timm's saver)
+    saver = HEAD + "saver = None\nif dist.get_rank() == 0:\n    saver = make()\nif saver is not None:\n    dist.barrier()\n"
+    assert found(saver) == [(7, "collective-in-rank-branch")]
+    # StyleGAN2-ADA: the leader goes first, each side waits once, beside a test of the GPU count
+    leader = HEAD + ("def load(rank, num_gpus):\n    is_leader = rank == 0\n    if not is_leader and num_gpus > 1:\n"
+                     "        torch.distributed.barrier()\n    x = open_url()\n    if is_leader and num_gpus > 1:\n"
+                     "        torch.distributed.barrier()\n")
+    assert found(leader) == []
+    # icefall: a backward inside a torch.autograd.Function is the function's own small graph, not DDP's
+    fn = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\n"
+                 "class Balancer(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, g):\n"
+                 "        for _ in range(ctx.n):\n            if ctx.skip:\n                break\n"
+                 "            y.backward(g)\n        return g\n")
+    assert found(fn) == []
+    assert found(fn.replace("class Balancer(torch.autograd.Function):", "class Balancer:").replace(
+        "ctx.skip", "loss.isnan()")) == [(9, "uneven-collective-count")]
+    # TorchRec: the sizes of the run and its groups are the same on every rank
+    sizes = HEAD + ("def make(local_size, n):\n    if not valid(local_size, n):\n        return None\n"
+                    "    return dist.new_group(ranks=list(range(local_size)))\n")
+    assert found(sizes) == []
+    assert found(sizes.replace("valid(local_size, n)", "local_batch")) == [(5, "uneven-collective-count")]

@@ -184,10 +184,12 @@ def measure(cache: Path | None = None) -> str:
         # the script and the files of its checkout, whose findings the first run reported too (since round 11)
         files = cases + [by_name[name] for c in cases for name in c.get("project", [])]
         first = sum(len(c.get("blind_false", [])) + len(c.get("false", [])) for c in files)
-        left = sum(len(c.get("false", [])) for c in files)
+        left = sum(1 for c in files for x in c.get("false", []) if x not in c.get("notes", []))
+        noted = sum(1 for c in files for x in c.get("false", []) if x in c.get("notes", []))
         later = sum(len(c.get("false_later", [])) for c in files)
         table.append(f"held-out round {rnd}: {len(cases)} correct scripts linted once blind, {first} false reports at that "
                      f"run ({first / len(cases):.2f} per script); {left} of them still reported (recorded as known)"
+                     + (f", {noted} now notes" if noted else "")
                      + (f"; {later} made since (known: false_later)" if later else ""))
     table.append(f"clean scripts: {clean_files}, false reports: {clean_false} "
                  f"({clean_false / max(clean_files, 1):.2f} per script), real hazards found in them: {famous}")
