@@ -16,12 +16,15 @@ import tempfile
 
 import pytest
 
-_HOME = tempfile.mkdtemp(prefix="nccl-workbook-tests-")
+# a pytest-xdist worker inherits the controller's TMPDIR (set below): its folders go beside the controller's,
+# not inside them (socket paths under them must stay within AF_UNIX's 107 bytes)
+_BASE = os.environ.setdefault("NCCL_WORKBOOK_TEST_TMP_BASE", tempfile.gettempdir())
+_HOME = tempfile.mkdtemp(prefix="nccl-workbook-tests-", dir=_BASE)
 os.environ["NCCL_WORKBOOK_HOME"] = _HOME  # engines, kernels inherit it; removed when the session ends
 # one temporary folder for everything the session starts, removed when it ends: a rank or engine a test
 # kills on purpose cannot remove its own (multiprocessing's pymp-*, torchrun's torchelastic_*, torch's
 # shared-memory folders), and would otherwise leave them in /tmp at every run
-_TMP = tempfile.mkdtemp(prefix="nccl-workbook-tmp-")
+_TMP = tempfile.mkdtemp(prefix="nccl-workbook-tmp-", dir=_BASE)
 os.environ["TMPDIR"] = _TMP
 tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 os.environ.setdefault("MPLBACKEND", "Agg")
