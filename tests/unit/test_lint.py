@@ -182,9 +182,11 @@ def test_two_thousand_lines_in_under_a_second() -> None:
              "        dist.all_reduce(loss)\n    return loss\n")
     src = "".join(block.format(i=i) for i in range(200))
     assert src.count("\n") >= 2000
-    t0 = time.perf_counter()
+    # the lint's own CPU time: the suite runs on two workers beside torchrun jobs and a browser, whose load
+    # would be counted in a wall-clock time (1.09 s once, for 0.5 s of CPU)
+    t0 = time.process_time()
     lint_source(src)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
 
 
 def test_demo_script_shipped_with_the_package() -> None:

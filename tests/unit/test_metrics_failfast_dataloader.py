@@ -87,7 +87,8 @@ def test_background_logger_never_blocks_and_keeps_order() -> None:
     t0 = time.perf_counter()
     for i in range(6):
         assert logger.log({"i": i})
-    assert time.perf_counter() - t0 < 0.04  # six writes of 50 ms each did not block the caller
+    # six writes of 50 ms each (0.3 s) did not block the caller; the margin is for a busy machine (two test workers)
+    assert time.perf_counter() - t0 < 0.15
     assert logger.close(timeout_s=5)
     assert written == list(range(6)) and flushes == [3, 6] and logger.busy_s >= 0.3
     assert not logger.log({"i": 99}) and logger.dropped == 1
