@@ -8,8 +8,8 @@ OPTS=(--doctest-modules --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.c
       -p no:cacheprovider -ra)
 DAEMONS=(tests/slurm tests/mpi tests/multihost)
 # on two workers (pytest-xdist; a file's tests stay on one worker: a notebook's cells share its kernel, a module
-# its fixtures), most of the time is spent waiting on ranks, engines and timeouts, not computing: 13 min
-# instead of 21 on a 2-core machine. NCCL_WORKBOOK_TEST_WORKERS=0 runs it in one process.
+# its fixtures), most of the time is spent waiting on ranks, engines and timeouts, not computing: 13.1 min
+# instead of 21 on a 2-core machine (README, Measured). NCCL_WORKBOOK_TEST_WORKERS=0 runs it in one process.
 rc=0
 .venv/bin/python -m pytest tests nccl_workbook notebooks "${OPTS[@]}" -n "${NCCL_WORKBOOK_TEST_WORKERS:-2}" --dist loadfile \
   "${DAEMONS[@]/#/--ignore=}" "$@" || { r=$?; [ "$r" -eq 5 ] || rc=$r; }
