@@ -937,8 +937,8 @@ def _ranks_where(f: SourceFacts, test: ast.AST) -> tuple[str, frozenset[int]] | 
     (``local_rank > 0``, ``rank not in [-1, 0]``, ``local_rank % 2 == 0``), beside tests that hold on every rank
     alike (``world_size > 1 and ...``); None for anything else."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        own = [v for v in test.values if not _RUN_WIDE.search(ast.unparse(v))]
-        return _ranks_where(f, own[0]) if len(own) == 1 else None
+        own = _own_test(test)
+        return _ranks_where(f, own) if own is not test else None
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE):
         return None
     left, right = test.left, test.comparators[0]

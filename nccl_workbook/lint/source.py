@@ -1421,7 +1421,7 @@ class SourceFacts:
         """The first long work of the region, preferring a heavy one (a save, an evaluation) to a plot or a
         log push that comes before it (VITS: four spectrogram plots, then a 1 GB checkpoint)."""
         light: Site | None = None
-        for stmt in stmts:
+        for i, stmt in enumerate(stmts):
             best: Site | None = None
             for node in walk_local(stmt, skip):
                 site = self.long_work_of(node)
@@ -1430,14 +1430,15 @@ class SourceFacts:
                 elif site is not None and _light(site) and (light is None or site.line < light.line):
                     light = site
             if best is not None:
-                if best.kind == "save" and self._other_work_after(stmts, best):
+                if best.kind == "save" and self._other_work_after(stmts[i:], best):
                     return replace(best, kind="work")   # a save, then an evaluation: the region's work is long
                 return best
         # a plot alone is not long work (GPT-SoVITS: four spectrogram images every log interval); an upload is
         return light if light is not None and light.kind == "logging" else None
 
     def _other_work_after(self, stmts: list[ast.stmt], save: Site) -> bool:
-        """Is there long work other than checkpoint saves in the region (after its first save)?"""
+        """Is there long work other than checkpoint saves in ``stmts`` (the region from the statement of its
+        first save) after that save?"""
         for stmt in stmts:
             for node in walk_local(stmt):
                 site = self.long_work_of(node)
