@@ -14,7 +14,7 @@ def test_healthy_run_is_quick_and_clean(tmp_path) -> None:  # noqa: ANN001
     assert r.returncode == 0, r.output[-3000:]
     assert "done: 20 steps" in r.output and "val loss" in r.output
     assert (tmp_path / "ckpt.pt").exists()  # rank 0 saved a checkpoint
-    assert r.wall_s < 30
+    assert r.wall_s < 50   # 10-15 s alone; 43 s once beside a second test worker: well inside the 60 s deadline
 
 
 def test_the_script_imports_nothing_from_the_workbook() -> None:
