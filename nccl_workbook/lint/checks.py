@@ -224,7 +224,7 @@ def _gated_alike(f: SourceFacts, line: int, cond: str, call: ast.Call) -> bool:
     tests: the author made the two agree (every rank comes in when it holds), which this reading cannot
     check, so it is not reported."""
     around = [cond] + [ast.unparse(n.test) for n in _enclosing_ifs(f, call)]
-    for node in ast.walk(f.tree):
+    for node in f.nodes:
         if isinstance(node, ast.If) and node.body and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0) \
                 and not node.lineno <= call.lineno <= (node.end_lineno or node.lineno):   # inside the callee
             for name in (dotted(n) for n in ast.walk(node.test) if isinstance(n, ast.Attribute)):
@@ -287,7 +287,7 @@ def _statement_of(f: SourceFacts, node: ast.AST) -> ast.stmt | None:
     """The innermost simple statement holding a call."""
     key = ("simple statements", "")
     if key not in f.memo:
-        f.memo[key] = [s for s in ast.walk(f.tree) if isinstance(s, ast.stmt) and id(s) in f.parents and not isinstance(
+        f.memo[key] = [s for s in f.nodes if isinstance(s, ast.stmt) and id(s) in f.parents and not isinstance(
             s, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
                 ast.AsyncFunctionDef, ast.ClassDef))]
     best: ast.stmt | None = None
@@ -432,7 +432,7 @@ def _counts_a_shared_list(f: SourceFacts, stmt: ast.If) -> bool:
     if not held.startswith(("self.", "args.", "cfg.", "config.")) or _SHARE_WORDS.search(held):
         return False
     last = held.rsplit(".", 1)[-1]
-    bound = [n.value for n in ast.walk(f.tree) if isinstance(n, ast.Assign)
+    bound = [n.value for n in f.nodes if isinstance(n, ast.Assign)
              and any(isinstance(t, ast.Attribute) and t.attr == last for t in n.targets)]
     return all(not any(f.is_rank_value(x) for x in ast.walk(v)) and not _SHARE_WORDS.search(ast.unparse(v))
                for v in bound)
@@ -1026,7 +1026,7 @@ def _uneven_names(f: SourceFacts) -> set[str]:
         return False
 
     assigns = []
-    for node in ast.walk(f.tree):
+    for node in f.nodes:
         if isinstance(node, ast.Assign):
             fn = f.enclosing_function(node)
             scope = fn.name if fn is not None else None
@@ -1170,7 +1170,7 @@ def check_main_first(f: SourceFacts) -> list[RawFinding]:
     if _budgeted(f):
         return []   # (parler-tts: a 120-minute group timeout covers its preprocessing)
     out: list[RawFinding] = []
-    for node in ast.walk(f.tree):
+    for node in f.nodes:
         if not isinstance(node, (ast.With, ast.AsyncWith)):
             continue
         ctx = next((i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)
@@ -1286,7 +1286,7 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
     """``uneven-collective-count``: a collective per pass of a loop over a per-rank share of the data."""
     uneven = _uneven_names(f)
     out: list[RawFinding] = []
-    for node in ast.walk(f.tree):
+    for node in f.nodes:
         if not isinstance(node, (ast.For, ast.AsyncFor)):
             continue
         names = {dotted(n) for n in ast.walk(node.iter) if isinstance(n, (ast.Name, ast.Attribute))}
@@ -1331,7 +1331,7 @@ def _probe(node: ast.Try) -> bool:
 def check_exceptions(f: SourceFacts) -> list[RawFinding]:
     """``exception-on-one-rank``: a handler around a collective or a training step that lets the rank go on."""
     out: list[RawFinding] = []
-    for node in ast.walk(f.tree):
+    for node in f.nodes:
         if not isinstance(node, ast.Try) or not node.handlers:
             continue
         site = f.first_collective(node.body)
@@ -1403,7 +1403,7 @@ def _env_reads(f: SourceFacts) -> set[str]:
     """Environment variables the file reads itself (``os.environ["X"]``, ``.get("X")``, ``getenv("X")``):
     a variable the script reads and passes on (seed 000's ``NCCL_TIMEOUT_MINUTES``) does something."""
     reads: set[str] = set()
-    for node in ast.walk(f.tree):
+    for node in f.nodes:
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and "environ" in dotted(node.value) \
                 and isinstance(node.slice, ast.Constant):
             reads.add(str(node.slice.value))
@@ -1419,7 +1419,7 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
     deprecated aliases (the doctor's tables)."""
     out: list[RawFinding] = []
     read_here = _env_reads(f)
-    for node in ast.walk(f.tree):
+    for node in f.nodes:
         found: list[RawFinding | None] = []
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -1448,7 +1448,7 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
         out.extend(x for x in found if x is not None and not _read_back(x, read_here))
     # the old name set for an old torch (physicsnemo: `if torch.__version__ < (2, 2): os.environ[
     # "NCCL_ASYNC_ERROR_HANDLING"] = "0" else: ...TORCH_NCCL_...`) is the name that torch reads
-    versioned = [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(f.tree)
+    versioned = [(n.lineno, n.end_lineno or n.lineno) for n in f.nodes
                  if isinstance(n, ast.If) and "version" in ast.unparse(n.test).lower()]
     return [x for x in out if not (x.message.startswith("`") and "deprecated name" in x.message
                                    and any(lo <= x.line <= hi for lo, hi in versioned))]
@@ -1482,7 +1482,11 @@ def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
     found, backend = _pg_timeout_in(f, _INIT_CALLS + ("new_group",))
     if found is None:
         for other in f.local_modules():
-            found, _ = _pg_timeout_in(other, _INIT_CALLS, where=Path(other.path).name)
+            # each imported file is read once, whichever of the project's files imports it
+            key = ("pg_timeout_of_module", "")
+            if key not in other.memo:
+                other.memo[key] = _pg_timeout_in(other, _INIT_CALLS, where=Path(other.path).name)[0]
+            found = other.memo[key]   # type: ignore[assignment]
             if found is not None:
                 break
     result = found or (DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout")
@@ -1496,7 +1500,7 @@ def _pg_timeout_in(f: SourceFacts, names: tuple[str, ...],
     at = (lambda line: f"{where}:{line}") if where else (lambda line: f"line {line}")
     made: set[str] = set()                    # `init_handler = InitProcessGroupKwargs()` ...
     set_later: list[ast.Assign] = []          # ... `init_handler.timeout = timedelta(seconds=5400)` (PixArt)
-    for node in ast.walk(f.tree):
+    for node in f.nodes:
         if isinstance(node, ast.Assign):
             if isinstance(node.value, ast.Call) and call_name(node.value)[1] in names:
                 made.update(t.id for t in node.targets if isinstance(t, ast.Name))
@@ -1552,7 +1556,7 @@ def _kwargs_timeout(f: SourceFacts, call: ast.Call, name: str) -> ast.AST | None
 def check_loader_timeouts(f: SourceFacts) -> list[RawFinding]:
     """``dataloader-timeout-ge-pg-timeout``: ``DataLoader(timeout=)`` not well below the group's timeout."""
     loaders = []
-    for node in ast.walk(f.tree):
+    for node in f.nodes:
         if isinstance(node, ast.Call) and call_name(node)[1].endswith("DataLoader"):
             for kw in node.keywords:
                 if kw.arg == "timeout":

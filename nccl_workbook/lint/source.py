@@ -461,6 +461,8 @@ class SourceFacts:
         #: ids of calls whose result a later save of the same function writes (open_clip's
         #: ``checkpoint_dict = save_checkpoint(...)`` then ``torch.save(checkpoint_dict, path)``)
         self._payloads: set[int] = set()
+        #: every node of the tree, in ``ast.walk``'s order: walked once here, read by every check
+        self.nodes: list[ast.AST] = list(ast.walk(tree))
         self._index()
 
     def _index_payloads(self, assigns: list[ast.Assign], saves: list[ast.Call]) -> None:
@@ -498,7 +500,7 @@ class SourceFacts:
         plain: list[ast.Assign] = []
         saves: list[ast.Call] = []
         self._index_block(self.tree.body, self.tree)
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.If):
                 ifs.append(node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -889,7 +891,7 @@ class SourceFacts:
         graph, so no all-reduce."""
         key = ("autograd_function_lines", "")
         if key not in self.memo:
-            self.memo[key] = [(c.lineno, c.end_lineno or c.lineno) for c in ast.walk(self.tree)
+            self.memo[key] = [(c.lineno, c.end_lineno or c.lineno) for c in self.nodes
                               if isinstance(c, ast.ClassDef) and any(
                                   dotted(b).rsplit(".", 1)[-1] == "Function" for b in c.bases)]
         line = getattr(node, "lineno", 0)
@@ -1003,7 +1005,7 @@ class SourceFacts:
         imported name."""
         if ("instances", "") not in self.memo:
             out: dict[str, str] = {}
-            for node in ast.walk(self.tree):
+            for node in self.nodes:
                 if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
                     continue
                 func = node.value.func
@@ -1027,7 +1029,7 @@ class SourceFacts:
         if ("base_modules", "") not in self.memo:
             out: list[SourceFacts] = []
             here = Path(self.path)
-            for node in ast.walk(self.tree):
+            for node in self.nodes:
                 if not isinstance(node, ast.ClassDef) or self.project is None:
                     continue
                 for base in node.bases:
@@ -1195,7 +1197,7 @@ class SourceFacts:
         """Functions re-bound to a rank-only wrapper: name -> (line, the wrapper's text)."""
         if ("rewrapped", "") not in self.memo:
             out: dict[str, tuple[int, str]] = {}
-            for node in ast.walk(self.tree):
+            for node in self.nodes:
                 if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                         and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call) and len(node.value.args) == 1
                         and isinstance(node.value.args[0], ast.Name) and node.value.args[0].id == node.targets[0].id):
@@ -1324,7 +1326,7 @@ class SourceFacts:
         key = ("media_lines", "")
         if key not in self.memo:
             self.memo[key] = [(n.body[0].lineno, n.body[-1].end_lineno or n.body[-1].lineno)
-                              for n in ast.walk(self.tree) if isinstance(n, ast.If) and any(
+                              for n in self.nodes if isinstance(n, ast.If) and any(
                                   isinstance(c, ast.Constant) and isinstance(c.value, str)
                                   and _MEDIA.search(c.value.lower()) for c in ast.walk(n.test))]
         line = getattr(node, "lineno", 0)
@@ -1335,7 +1337,7 @@ class SourceFacts:
         model saved is an adapter of a few MB, not the model."""
         if self._adapter_lines is None:
             self._adapter_lines = []
-            for n in ast.walk(self.tree):
+            for n in self.nodes:
                 if isinstance(n, ast.If) and _ADAPTER.search(ast.unparse(n.test)):
                     # `if not self.lora_enabled:` saves the whole model (align-anything); its else, the adapter
                     negated = isinstance(n.test, ast.UnaryOp) and isinstance(n.test.op, ast.Not)
@@ -1410,7 +1412,7 @@ class SourceFacts:
         ``local_rank_zero_download_and_wait``, a file or flag the other ranks wait on before the collective,
         so they do not sit in it while one rank works?"""
         if self._waiting is None:
-            self._waiting = [(node.body[0].lineno, node.end_lineno or node.lineno) for node in ast.walk(self.tree)
+            self._waiting = [(node.body[0].lineno, node.end_lineno or node.lineno) for node in self.nodes
                              if isinstance(node, (ast.With, ast.AsyncWith)) and any(
                                  isinstance(item.context_expr, ast.Call)
                                  and _WAITING.search(call_name(item.context_expr)[1])
@@ -1670,7 +1672,7 @@ class SourceFacts:
                 node.attr in self.argparse_defaults and node.value.id in ("args", "opt", "opts", "cfg", "config", "hparams"):
             return self.seconds(self.argparse_defaults[node.attr], _depth + 1)
         if isinstance(node, ast.Name):
-            values = [n.value for n in ast.walk(self.tree) if isinstance(n, ast.Assign)
+            values = [n.value for n in self.nodes if isinstance(n, ast.Assign)
                       and any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]
             if len(values) == 1:
                 return self.seconds(values[0], _depth + 1)
