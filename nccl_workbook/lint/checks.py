@@ -725,6 +725,8 @@ class _RankWalk:
         rank_cond = f.is_rank_condition(stmt.test)
         data_cond = not rank_cond and (_is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
                                        and not _counts_a_shared_list(f, stmt)
+                                       and not _agreed(f, {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)},
+                                                       stmt.lineno, f.enclosing_function(stmt))
                                        or isinstance(exit_stmt, ast.Break) and _per_rank_statistic(f, stmt) is not None)
         if (isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or
                 isinstance(exit_stmt, ast.Continue) and data_cond) and not _under_join(f, stmt):
@@ -1069,8 +1071,18 @@ SAVE_NOTE = ("not counted as hazards: rank-0 checkpoint saves while the others w
              "(10 min by default for NCCL): then use `nccl_workbook.fixes.wait_for_main(fn)`")
 
 
+#: why a rank-0 save of the trained tensors only is a note, whatever the model's size
+SMALL_SAVE_NOTE = ("not counted as hazards: rank-0 saves of the trained tensors only (the frozen ones are left out, "
+                   "`requires_grad` picks what is written: an adapter's size) while the others wait in their next "
+                   "collective; a hazard only if everything trains and the model is large: then use "
+                   "`nccl_workbook.fixes.wait_for_main(fn)`")
+
+
 def _save_note(work: Site, *files: SourceFacts) -> str:
-    """:data:`SAVE_NOTE` for long work that is only a checkpoint save, where no file says the model may be large."""
+    """:data:`SAVE_NOTE` for long work that is only a checkpoint save, where no file says the model may be large;
+    :data:`SMALL_SAVE_NOTE` for a save of the trained tensors only."""
+    if work.kind == "small save":
+        return SMALL_SAVE_NOTE
     return SAVE_NOTE if work.kind == "save" and not any(f.may_be_big() for f in files) else ""
 
 
@@ -1253,8 +1265,36 @@ def _tests_local_data(f: SourceFacts, stmt: ast.If) -> bool:
         names = {n.id for n in ast.walk(term) if isinstance(n, ast.Name)} - {"len"}
         if names <= settings or " is " in text and all(_set_alike(f, name, fn) for name in names):
             continue
+        if _agreed(f, names, stmt.lineno, fn):
+            continue
         return True
     return False
+
+
+#: collectives after which every rank holds the same value
+_AGREEING = re.compile(r"all_?reduce|all_?gather|broadcast|accelerator\.(gather|reduce)")
+
+
+def _agreed(f: SourceFacts, names: set[str], before: int, fn: ast.AST | None) -> bool:
+    """Are the names the test (at line ``before``) reads that the function binds before it all bound only from a
+    call that reaches an all-reduce, an all-gather or a broadcast (efficientvit's ``mean_loss = sync_tensor(loss,
+    reduce="mean").item()``, then ``if np.isnan(mean_loss): break``)? Every rank holds the same value then, so
+    every rank takes the branch. A name also bound otherwise (a tuple of a forward's results, ``loss /= n``) is not."""
+    binds: dict[str, list[ast.AST]] = {}
+    for n in walk_local(fn if fn is not None else f.tree):
+        if getattr(n, "lineno", before) >= before:
+            continue
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+            n, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)) else []
+        for t in targets:
+            for name in target_names(t):
+                if name in names:
+                    binds.setdefault(name, []).append(n)
+    return bool(binds) and all(
+        isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name) and any(
+            isinstance(c, ast.Call) and (site := f.collective_of(c)) is not None and _AGREEING.search(site.label)
+            for c in ast.walk(b.value))
+        for found in binds.values() for b in found)
 
 
 def _set_alike(f: SourceFacts, name: str, fn: ast.AST | None) -> bool:
@@ -1320,6 +1360,12 @@ def _handler_names(handler: ast.ExceptHandler) -> list[str]:
 _PROBE_FLAG = re.compile(r"support|available|enabled|works", re.IGNORECASE)
 
 
+def _init_call(stmts: list[ast.stmt]) -> ast.Call | None:
+    """The ``init_process_group`` (or DeepSpeed's ``init_distributed``) these statements make themselves."""
+    return next((n for s in stmts for n in walk_local(s) if isinstance(n, ast.Call)
+                 and call_name(n)[1] in ("init_process_group", "init_distributed")), None)
+
+
 def _probe(node: ast.Try) -> bool:
     """A try that asks whether the backend has a collective at all (DLRM: ``dist.all_to_all_single(t, t)`` on a
     dummy tensor, then ``alltoall_supported = True``): an unsupported collective fails on every rank alike,
@@ -1334,13 +1380,16 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
     for node in f.nodes:
         if not isinstance(node, ast.Try) or not node.handlers:
             continue
-        site = f.first_collective(node.body)
+        init = _init_call(node.body)
+        # D-FINE, efficientvit: `try: init_process_group(...) except Exception: print("not distributed")`, then
+        # the rank trains alone while the others wait for it to join (a flag set in the try is no probe then)
+        site = Site(init.lineno, f"{dotted(init.func)}()", "init") if init is not None else f.first_collective(node.body)
         if site is None:
             for sub in (n for s in node.body for n in walk_local(s)):
                 if isinstance(sub, ast.Call) and _STEP_CALL.search(call_name(sub)[1]):
                     site = Site(sub.lineno, f"{call_name(sub)[1]}()")
                     break
-        if site is None or _probe(node) or "monitored_barrier" in site.label:
+        if site is None or init is None and _probe(node) or "monitored_barrier" in site.label:
             # monitored_barrier raises on every rank when one is missing (WeNet's and CosyVoice's join): catching
             # it is how they all learn it
             continue
@@ -1360,6 +1409,21 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                    if not isinstance(s, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match))):
                 continue
             caught = ", ".join(_handler_names(handler))
+            if site.kind == "init" and (_init_call(handler.body) is not None or f.enclosing_loop(node) is not None):
+                # a retry: physicsnemo's `except TypeError:` (no `device_id` before torch 2.3) starts again without
+                # it, Jukebox tries n times and then raises; every rank gets there alike
+                continue
+            if site.kind == "init":
+                out.append(RawFinding(
+                    Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,
+                    f"`except {caught}` around {site.label} ({site.at}) lets a rank whose start fails go on as a job "
+                    f"of its own, while the others wait for it to join until their timeout",
+                    why="a job whose ranks did not all start is not a smaller job: the ranks that did start wait "
+                        "for the missing one (rendezvous or first collective) until the timeout, and the one that "
+                        "failed trains alone",
+                    fix="let the failure end the rank (re-raise, or `sys.exit(1)`) so that the launcher stops the job; "
+                        "fall back to one process only where the launcher started one (`WORLD_SIZE` unset or 1)"))
+                continue
             out.append(RawFinding(
                 Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,
                 f"`except {caught}` around {site.label} ({site.at}) lets this rank go on without telling the "

@@ -130,6 +130,11 @@ _BIG_MODEL = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|fully_shard\b|
                         r"[\"'/_-]\d{1,3}(\.\d)?[bB](-|_|\b)|llama|mistral|mixtral|qwen|falcon|gpt-?neox", re.IGNORECASE)
 
 
+#: the kinds of long work that are only a checkpoint save: a save, and a save of the trained tensors only (the
+#: frozen ones left out first: an adapter's size, whatever the model)
+SAVE_KINDS = ("save", "small save")
+
+
 def save_kind(name: str) -> str:
     """``"save"`` for a call or function whose name says it only writes a checkpoint (``save_checkpoint``,
     ``torch.save``), ``"work"`` when it says more (``evaluate_and_save``)."""
@@ -1296,9 +1301,15 @@ class SourceFacts:
             if "download" in parts and any(isinstance(a, ast.Constant) and isinstance(a.value, str)
                                            and a.value.lower().endswith(_SMALL_DOWNLOAD) for a in node.args):
                 return None   # `hf_hub_download(repo, "config.json")`: one small file
-            if name == "save_pretrained" and self._under_adapter_test(node) and "merge" not in recv.lower():
+            if name == "save_pretrained" and "merge" not in recv.lower() and (
+                    self._under_adapter_test(node)
+                    or any(_ADAPTER.search(ast.unparse(a)) for a in [*node.args, *(k.value for k in node.keywords)])):
                 # (OpenVLA's `merged_vla = ....merge_and_unload()` is the whole model again)
-                return None   # trlx, LLaVA: `if peft_config is not None and is_main: model.save_pretrained()`
+                return None   # trlx, LLaVA: `if peft_config is not None and is_main: model.save_pretrained()`;
+                # OpenVLA-OFT's `vla.module.save_pretrained(adapter_dir)`: written where the adapter goes
+            if name in ("save", "save_file") and self._saves_trainable_only(node):
+                # AutoTimes: the frozen LLM's tensors deleted from the state dict, then torch.save
+                return Site(node.lineno, label, "small save")
             payload = next((a for a in node.args if not (isinstance(a, ast.Constant) and isinstance(a.value, str))),
                            None)
             if {"save", "dump", "upload", "push", "export"} & set(_parts(name)) \
@@ -1332,6 +1343,21 @@ class SourceFacts:
         line = getattr(node, "lineno", 0)
         return any(a <= line <= b for a, b in self.memo[key])   # type: ignore[attr-defined]
 
+    def _writes_trained_part_only(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """A function named for saving whose saves all pick the trained tensors (see :meth:`_saves_trainable_only`)."""
+        saves = [n for n in walk_local(fn) if isinstance(n, ast.Call) and call_name(n)[1] in ("save", "save_file")]
+        return bool(saves) and all(self._saves_trainable_only(n) for n in saves)
+
+    def _saves_trainable_only(self, save: ast.Call) -> bool:
+        """Does the function around this save, named for saving, read ``requires_grad`` to pick what it writes
+        (AutoTimes: the frozen LLM's tensors deleted from the state dict first)? What it writes is the trained part,
+        an adapter's size."""
+        fn = self._scope_of(save.lineno)
+        # in a function named for saving (lerobot's long train() reads requires_grad for other reasons)
+        return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and LONG_PARTS.intersection(_parts(fn.name)) \
+            and save_kind(fn.name) == "save" and any(isinstance(n, ast.Attribute) and n.attr == "requires_grad"
+                                      and isinstance(n.ctx, ast.Load) for n in walk_local(fn))
+
     def _under_adapter_test(self, node: ast.AST) -> bool:
         """Is this inside ``if`` a test of LoRA/PEFT/adapters (``if training_args.lora_enable:``)? Then the
         model saved is an adapter of a few MB, not the model."""
@@ -1357,7 +1383,8 @@ class SourceFacts:
             if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name) \
                     and not _small_save_name(name):   # InternImage's save_config: what it does decides
                 if not self._writes_metadata_only(fn) and not self._only_light_calls(fn):
-                    found = Site(fn.lineno, f"{name}()", self._named_save_kind(name, fn))
+                    found = Site(fn.lineno, f"{name}()", "small save" if self._writes_trained_part_only(fn)
+                                 else self._named_save_kind(name, fn))
                     break
                 continue
             light: Site | None = None
@@ -1383,7 +1410,7 @@ class SourceFacts:
             return "work"
         for node in walk_local(fn):
             site = self.long_work_of(node) if node is not fn else None
-            if site is not None and not _light(site) and site.kind != "save":
+            if site is not None and not _light(site) and site.kind not in SAVE_KINDS:
                 return "work"
         return "save"
 
@@ -1432,7 +1459,7 @@ class SourceFacts:
                 elif site is not None and _light(site) and (light is None or site.line < light.line):
                     light = site
             if best is not None:
-                if best.kind == "save" and self._other_work_after(stmts[i:], best):
+                if best.kind in SAVE_KINDS and self._other_work_after(stmts[i:], best):
                     return replace(best, kind="work")   # a save, then an evaluation: the region's work is long
                 return best
         # a plot alone is not long work (GPT-SoVITS: four spectrogram images every log interval); an upload is
@@ -1444,7 +1471,7 @@ class SourceFacts:
         for stmt in stmts:
             for node in walk_local(stmt):
                 site = self.long_work_of(node)
-                if site is not None and site.line >= save.line and not _light(site) and site.kind != "save":
+                if site is not None and site.line >= save.line and not _light(site) and site.kind not in SAVE_KINDS:
                     return True
         return False
 

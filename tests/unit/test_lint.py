@@ -1681,3 +1681,43 @@ def test_library_idioms_of_the_judged_full_checkouts() -> None:
                     "    return dist.new_group(ranks=list(range(local_size)))\n")
     assert found(sizes) == []
     assert found(sizes.replace("valid(local_size, n)", "local_batch")) == [(5, "uneven-collective-count")]
+
+
+def test_round_twenty_two_idioms() -> None:
+    # D-FINE, efficientvit, MSN: a rank whose init_process_group fails goes on as a job of its own
+    init = HEAD + ("def setup():\n    try:\n        dist.init_process_group('nccl')\n        ok = True\n"
+                   "    except Exception:\n        ok = False\n        print('not distributed')\n    return ok\n")
+    assert found(init) == [(7, "exception-on-one-rank")]
+    (f,) = lint_source(init)
+    assert "sys.exit(1)" in f.fix and "job of its own" in f.message
+    assert found(init.replace("print('not distributed')", "raise")) == []
+    # physicsnemo: a retry without an argument older torch lacks; Jukebox: n tries, then raise
+    assert found(init.replace("        ok = False\n", "        dist.init_process_group('nccl', None)\n")) == []
+    retry = HEAD + ("def setup(n):\n    for i in range(n):\n        try:\n            dist.init_process_group('nccl')\n"
+                    "            return\n        except RuntimeError:\n            sleep(1)\n    raise RuntimeError('no')\n")
+    assert found(retry) == []
+    # efficientvit: a NaN test on a loss every rank got from the same all-gather; its twin tests the local loss
+    nan = HEAD + ("def sync(t):\n    out = [torch.empty_like(t) for _ in range(4)]\n    dist.all_gather(out, t)\n"
+                  "    return sum(out) / 4\n"
+                  "model = torch.nn.parallel.DistributedDataParallel(net)\n"
+                  "def train(loader):\n    for batch in loader:\n        loss = model(batch)\n        loss.backward()\n"
+                  "        mean_loss = sync(loss).item()\n        if math.isnan(mean_loss):\n            break\n")
+    assert found(nan) == []
+    assert found(nan.replace("math.isnan(mean_loss)", "math.isnan(loss.item())")) == [(14, "uneven-collective-count")]
+    # ... and a name also bound from a tuple of a forward's results (dialogue-generation) is this rank's own
+    assert found(nan.replace("mean_loss = sync(loss).item()", "mean_loss, acc = forward(batch)")) == [
+        (14, "uneven-collective-count")]
+    # OpenVLA-OFT: save_pretrained into the adapter's folder writes the adapter, of a 7B model too
+    lora = HEAD + ("name = 'openvla-7b'\nmodel = torch.nn.parallel.DistributedDataParallel(net)\n"
+                   "if dist.get_rank() == 0:\n    model.module.save_pretrained(adapter_dir)\ndist.barrier()\n")
+    assert found(lora) == []
+    assert found(lora.replace("adapter_dir", "run_dir")) == [(6, "rank0-long-work-before-collective")]
+    # AutoTimes: a save of the tensors that require grad (the frozen LLM left out) is a note, whatever the model
+    part = HEAD + ("name = 'llama-7b'\nmodel = torch.nn.parallel.DistributedDataParallel(net)\n"
+                   "def save_checkpoint(model, path):\n    keep = {k: p.requires_grad for k, p in model.named_parameters()}\n"
+                   "    sd = {k: v for k, v in model.state_dict().items() if keep.get(k, True)}\n    torch.save(sd, path)\n"
+                   "if dist.get_rank() == 0:\n    save_checkpoint(model, 'x')\ndist.barrier()\n")
+    (f,) = lint_source(part, notes=True)
+    assert (f.line, f.rule.value) == (10, "rank0-long-work-before-collective") and "requires_grad" in f.note
+    (f,) = lint_source(part.replace("p.requires_grad", "True"), notes=True)
+    assert (f.line, f.note) == (10, "")

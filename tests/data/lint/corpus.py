@@ -123,7 +123,9 @@ def evaluate(case: dict, path: Path) -> Outcome:
         noted = [(f.rule.value, f.line) for f in all_ if f.note]
     wanted = [_key(c, *x) for c in files for x in c["expect"]]
     known = {_key(c, *x) for c in files for x in _known_false(c)}
-    allowed = {_key(c, *x) for c in files for x in _recorded(c)}
+    # a recorded note is allowed as a note (the test compares the notes apart): since round 22 a note the
+    # held-out reader judged fine is recorded only there, not as a false report
+    allowed = {_key(c, *x) for c in files for x in _recorded(c) + c.get("notes", [])}
     return Outcome(case, found, [w for w in wanted if w not in found], [f for f in found if f not in allowed],
                    [f for f in found if f in known], sorted(k for k in known if k not in found), sorted(noted),
                    sorted(_key(c, *x) for c in files for x in c.get("notes", [])))
@@ -160,9 +162,10 @@ def measure(cache: Path | None = None) -> str:
             clean_files += 1
             false_now = [f for f in out.unexpected + out.known_false if f not in out.noted]
             clean_false += len(false_now)
-            false_noted += len(out.unexpected) + len(out.known_false) - len(false_now)
             # the real hazards found in the script and in the files it imports (checked with it)
             expected = [_key(c, *x) for c in [case] + [by_name[n] for n in case.get("project", [])] for x in c["expect"]]
+            # notes of a save its reader judged no hazard (a false report before notes existed, or a note judged fine)
+            false_noted += sum(1 for x in out.noted if x not in expected)
             real = sum(1 for x in expected if x not in out.noted)
             real_noted += len(expected) - real
             famous += real
@@ -187,13 +190,17 @@ def measure(cache: Path | None = None) -> str:
         left = sum(1 for c in files for x in c.get("false", []) if x not in c.get("notes", []))
         noted = sum(1 for c in files for x in c.get("false", []) if x in c.get("notes", []))
         later = sum(len(c.get("false_later", [])) for c in files)
+        # notes the lint already made at the blind run, judged fine by the reader (rounds since notes exist)
+        fine = sum(1 for c in files for x in c.get("notes", []) if x not in c.get("false", []) + c["expect"])
         table.append(f"held-out round {rnd}: {len(cases)} correct scripts linted once blind, {first} false reports at that "
                      f"run ({first / len(cases):.2f} per script); {left} of them still reported (recorded as known)"
                      + (f", {noted} now notes" if noted else "")
+                     + (f"; {fine} notes at that run, judged fine" if fine else "")
                      + (f"; {later} made since (known: false_later)" if later else ""))
     table.append(f"clean scripts: {clean_files}, false reports: {clean_false} "
                  f"({clean_false / max(clean_files, 1):.2f} per script), real hazards found in them: {famous}")
-    table.append(f"  notes (rank-0 saves where nothing says the model is large; not counted above): {false_noted} "
+    table.append(f"  notes (rank-0 saves where nothing says the model is large, or of the trained tensors only; not "
+                 f"counted above): {false_noted} "
                  f"judged false by their readers, {real_noted} judged real")
     table.append(f"  of which held out (linted once, never tuned on): {held[0]}, false reports: {held[1]}, "
                  f"real hazards found: {held[2]}")
