@@ -53,8 +53,8 @@ RULES: dict[Rule, RuleInfo] = {
         RuleInfo(
             rule=Rule.RANK0_LONG_WORK,
             scenario="rank0-work-before-barrier",
-            why=("the other ranks go on into the next collective and wait there, with the process-group "
-                 "timeout running, for as long as this work takes"),
+            why=("they wait there, with the process-group timeout running (10 min by default for NCCL), for as "
+                 "long as this work takes"),
             fix=("let the others wait on a side group with its own long timeout: "
                  "`nccl_workbook.fixes.wait_for_main(fn)` (or split the work over all ranks with "
                  "`nccl_workbook.fixes.sharded`)"),
@@ -70,8 +70,8 @@ RULES: dict[Rule, RuleInfo] = {
         RuleInfo(
             rule=Rule.EXCEPTION_ON_ONE_RANK,
             scenario="exception-on-one-rank",
-            why=("the rank that caught the exception goes on (or leaves) while the others wait for it in the "
-                 "collective it skipped"),
+            why=("if the rank leaves, they wait until the process-group timeout; if it goes on, its next "
+                 "collectives pair with the wrong ones of theirs (a desync, or a hang later)"),
             fix=("let every rank learn of the failure at once: wrap the step in `with nccl_workbook.fixes.FailFast(...)`, "
                  "or decide to skip the batch together with `nccl_workbook.fixes.any_rank(failed)`"),
         ),
