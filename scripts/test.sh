@@ -7,12 +7,12 @@ scripts/setup.sh test
 OPTS=(--doctest-modules --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300
       -p no:cacheprovider -ra)
 DAEMONS=(tests/slurm tests/mpi tests/multihost)
-# in one process by default. NCCL_WORKBOOK_TEST_WORKERS=2 runs it on two workers (pytest-xdist; a file's tests
-# stay on one worker: a notebook's cells share its kernel, a module its fixtures): 13.1 min instead of 21 on a
-# 2-core machine (README, Measured), but 3 of 5 such runs had one test over a timing bound set for a quiet
-# machine, so CI does not use it yet.
+# on three pytest-xdist workers by default (a file's tests stay on one worker: a notebook's cells share its
+# kernel, a module its fixtures). Most of the time is spent waiting for ranks and timeouts, so on a 2-core machine
+# three workers take 11.4 min where one process takes 20 (README, Measured). NCCL_WORKBOOK_TEST_WORKERS=0 runs it
+# in one process.
 rc=0
-.venv/bin/python -m pytest tests nccl_workbook notebooks "${OPTS[@]}" -n "${NCCL_WORKBOOK_TEST_WORKERS:-0}" --dist loadfile \
+.venv/bin/python -m pytest tests nccl_workbook notebooks "${OPTS[@]}" -n "${NCCL_WORKBOOK_TEST_WORKERS:-3}" --dist loadfile \
   "${DAEMONS[@]/#/--ignore=}" "$@" || { r=$?; [ "$r" -eq 5 ] || rc=$r; }
 # then, one after another, the tests of machine-wide daemons (Slurm, munge, mpirun, network namespaces): each
 # checks that none of its own is left, so they must not run beside each other. (Exit 5: -k selected nothing there.)
