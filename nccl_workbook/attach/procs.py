@@ -196,6 +196,10 @@ def _py_spy() -> str | None:
         (c for c in (os.path.join(os.path.dirname(sys.executable), "py-spy"),) if os.path.exists(c)), None)
 
 
+#: how a dump that ran out of time is reported (and told apart from a failed one)
+TIMED_OUT = "py-spy did not answer within"
+
+
 def py_spy_dump(pid: int, *, native: bool = False, timeout_s: float = 10.0) -> tuple[str, str | None]:
     """``py-spy dump --full-filenames --pid PID [--native]``: (text, None), or ("", why not)."""
     exe = _py_spy()
@@ -205,7 +209,7 @@ def py_spy_dump(pid: int, *, native: bool = False, timeout_s: float = 10.0) -> t
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return "", f"py-spy did not answer within {timeout_s:g} s"
+        return "", f"{TIMED_OUT} {timeout_s:g} s"
     if out.returncode != 0:
         err = (out.stderr.strip().splitlines() or ["no output"])[0]
         if "ermission" in out.stderr or "ptrace" in out.stderr.lower():
@@ -262,7 +266,7 @@ def _python_frames(text: str) -> list[tuple[str, str, int | None]] | None:
 
 def observe(job: Job, *, native: bool = False, interval_s: float = 0.5, timeout_s: float = 10.0) -> list[Snapshot]:
     """Every rank's stack, and whether its main thread moved during ``interval_s`` (see the module
-    docstring). Dumps run in parallel, each with ``timeout_s``."""
+    docstring). Dumps run in parallel, each with ``timeout_s``; one that runs out of time is tried again alone."""
     pids = [r.pid for r in job.ranks]
     workers = max(1, min(16, len(pids)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -273,6 +277,11 @@ def observe(job: Job, *, native: bool = False, interval_s: float = 0.5, timeout_
         time.sleep(interval_s)
         after = {p: main_thread_counters(p) for p in pids}
         dumps = dict(zip(pids, pool.map(lambda p: py_spy_dump(p, native=native, timeout_s=timeout_s), pids)))
+    # on a loaded machine (py-spy unwinding every rank's native stack at once on a few busy cores) a dump can run
+    # out of time: those ranks are asked again one at a time, with nothing else dumping beside them
+    for p in pids:
+        if dumps[p][1] is not None and dumps[p][1].startswith(TIMED_OUT):
+            dumps[p] = py_spy_dump(p, native=native, timeout_s=timeout_s)
     out = []
     for r in job.ranks:
         text, err = dumps[r.pid]

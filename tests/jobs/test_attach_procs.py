@@ -45,3 +45,35 @@ def test_py_spy_on_a_gone_process_says_why() -> None:
 def test_find_jobs_ignores_processes_without_rank_env() -> None:
     jobs, _ = find_jobs()
     assert all(r.pid != os.getpid() for j in jobs for r in j.ranks)
+
+
+def test_a_dump_that_ran_out_of_time_is_asked_again_alone(monkeypatch) -> None:  # noqa: ANN001
+    """On a loaded machine four native dumps at once can run out of time: those ranks are dumped again, one at a
+    time, instead of being reported unreadable."""
+    from nccl_workbook.attach import procs
+
+    busy = {"now": 0, "most": 0}
+    calls: dict[int, int] = {}
+
+    def dump(pid: int, *, native: bool = False, timeout_s: float = 10.0) -> tuple[str, str | None]:
+        busy["now"] += 1
+        busy["most"] = max(busy["most"], busy["now"])
+        time.sleep(0.05)
+        busy["now"] -= 1
+        calls[pid] = calls.get(pid, 0) + 1
+        if pid in (101, 103) and calls[pid] == 1:
+            return "", f"{procs.TIMED_OUT} {timeout_s:g} s"
+        if pid == 102:
+            return "", "py-spy failed: no such process"   # a failure is not tried again
+        return f"Thread {pid} (idle)", None
+
+    monkeypatch.setattr(procs, "py_spy_dump", dump)
+    monkeypatch.setattr(procs, "uses_cuda", lambda pid: False)
+    monkeypatch.setattr(procs, "main_thread_counters", lambda pid: (1, 1))
+    job = procs.Job(key="j", ranks=tuple(procs.RankProcess(rank=i, pid=100 + i, world_size=4, local_rank=i)
+                                         for i in range(4)), launcher_pid=None, launcher="torchrun",
+                   all_pids=frozenset(range(100, 104)))
+    snaps = procs.observe(job, interval_s=0.0)
+    assert calls == {100: 1, 101: 2, 102: 1, 103: 2}
+    assert [s.error for s in snaps] == [None, None, "py-spy failed: no such process", None]
+    assert busy["most"] >= 2   # the first dumps ran side by side
