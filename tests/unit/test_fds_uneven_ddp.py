@@ -4,6 +4,7 @@ needed; a real DataLoader with forked workers for the open-file limit)."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import resource
@@ -89,16 +90,18 @@ def test_sharing_strategy_is_restored() -> None:
             pass
 
 
-def _drain(workers: int, soft_limit: int | None) -> str | None:
-    """Iterate the scenario's dataset with forked workers under a soft open-file limit; the error
-    text, or None. The limit is restored and the workers are joined before returning."""
+def _drain(workers: int, headroom: int | None) -> str | None:
+    """Iterate the scenario's dataset with forked workers under a soft open-file limit of ``headroom`` more
+    descriptors than are open now; the error text, or None. A stalled worker ends it (the loader's timeout), and
+    the limit is restored and the workers are joined before returning."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     loader = DataLoader(fde.FieldsDataset(160, 8, 16), batch_size=8, num_workers=workers, prefetch_factor=2,
-                        multiprocessing_context=multiprocessing.get_context("fork"))
+                        multiprocessing_context=multiprocessing.get_context("fork"), timeout=60)
     it = None
     try:
-        if soft_limit is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft_limit, hard))
+        if headroom is not None:
+            gc.collect()   # the descriptors a previous loader's batches still hold are let go first
+            resource.setrlimit(resource.RLIMIT_NOFILE, (fixes.open_fd_count() + headroom, hard))
         it = iter(loader)
         for _ in it:
             pass
@@ -113,12 +116,12 @@ def _drain(workers: int, soft_limit: int | None) -> str | None:
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 def test_low_limit_many_workers_runs_out_and_the_fixes_work(restore_nofile: tuple[int, int]) -> None:
-    tight = fixes.open_fd_count() + 40
-    err = _drain(8, tight)
+    # 40 descriptors above those open: eight workers' batches in flight need about 150, one worker's about 20
+    err = _drain(8, 40)
     assert err is not None and ("Too many open files" in err or "ancdata" in err), err
-    assert _drain(1, tight) is None                       # fewer workers
+    assert _drain(1, 40) is None                          # fewer workers
     with fixes.sharing_strategy("file_system"):           # descriptors no longer travel
-        assert _drain(8, tight) is None
+        assert _drain(8, 40) is None
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == restore_nofile
 
 
