@@ -1409,11 +1409,11 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                    if not isinstance(s, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match))):
                 continue
             caught = ", ".join(_handler_names(handler))
-            if site.kind == "init" and (_init_call(handler.body) is not None or f.enclosing_loop(node) is not None):
-                # a retry: physicsnemo's `except TypeError:` (no `device_id` before torch 2.3) starts again without
-                # it, Jukebox tries n times and then raises; every rank gets there alike
-                continue
             if site.kind == "init":
+                if _init_call(handler.body) is not None or f.enclosing_loop(node) is not None:
+                    # a retry: physicsnemo's `except TypeError:` (no `device_id` before torch 2.3) starts again
+                    # without it, Jukebox tries n times and then raises; every rank gets there alike
+                    continue
                 out.append(RawFinding(
                     Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,
                     f"`except {caught}` around {site.label} ({site.at}) lets a rank whose start fails go on as a job "
@@ -1545,9 +1545,8 @@ def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
         return f.memo[("pg_timeout", "")]   # type: ignore[return-value]
     found, backend = _pg_timeout_in(f, _INIT_CALLS + ("new_group",))
     if found is None:
+        key = ("pg_timeout_of_module", "")   # each imported file is read once, whichever file imports it
         for other in f.local_modules():
-            # each imported file is read once, whichever of the project's files imports it
-            key = ("pg_timeout_of_module", "")
             if key not in other.memo:
                 other.memo[key] = _pg_timeout_in(other, _INIT_CALLS, where=Path(other.path).name)[0]
             found = other.memo[key]   # type: ignore[assignment]

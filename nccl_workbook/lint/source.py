@@ -1307,7 +1307,7 @@ class SourceFacts:
                 # (OpenVLA's `merged_vla = ....merge_and_unload()` is the whole model again)
                 return None   # trlx, LLaVA: `if peft_config is not None and is_main: model.save_pretrained()`;
                 # OpenVLA-OFT's `vla.module.save_pretrained(adapter_dir)`: written where the adapter goes
-            if name in ("save", "save_file") and self._saves_trainable_only(node):
+            if name in ("save", "save_file") and self._picks_trained_tensors(self._scope_of(node.lineno)):
                 # AutoTimes: the frozen LLM's tensors deleted from the state dict, then torch.save
                 return Site(node.lineno, label, "small save")
             payload = next((a for a in node.args if not (isinstance(a, ast.Constant) and isinstance(a.value, str))),
@@ -1343,20 +1343,13 @@ class SourceFacts:
         line = getattr(node, "lineno", 0)
         return any(a <= line <= b for a, b in self.memo[key])   # type: ignore[attr-defined]
 
-    def _writes_trained_part_only(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        """A function named for saving whose saves all pick the trained tensors (see :meth:`_saves_trainable_only`)."""
-        saves = [n for n in walk_local(fn) if isinstance(n, ast.Call) and call_name(n)[1] in ("save", "save_file")]
-        return bool(saves) and all(self._saves_trainable_only(n) for n in saves)
-
-    def _saves_trainable_only(self, save: ast.Call) -> bool:
-        """Does the function around this save, named for saving, read ``requires_grad`` to pick what it writes
-        (AutoTimes: the frozen LLM's tensors deleted from the state dict first)? What it writes is the trained part,
-        an adapter's size."""
-        fn = self._scope_of(save.lineno)
-        # in a function named for saving (lerobot's long train() reads requires_grad for other reasons)
-        return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and LONG_PARTS.intersection(_parts(fn.name)) \
-            and save_kind(fn.name) == "save" and any(isinstance(n, ast.Attribute) and n.attr == "requires_grad"
-                                      and isinstance(n.ctx, ast.Load) for n in walk_local(fn))
+    def _picks_trained_tensors(self, fn: ast.AST | None) -> bool:
+        """Is ``fn`` named for saving, and does it read ``requires_grad`` to pick what it writes (AutoTimes: the
+        frozen LLM's tensors deleted from the state dict first)? What it writes is the trained part, an adapter's
+        size. (Only a function named for saving: lerobot's long train() reads requires_grad for other reasons.)"""
+        return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and save_kind(fn.name) == "save" \
+            and any(isinstance(n, ast.Attribute) and n.attr == "requires_grad" and isinstance(n.ctx, ast.Load)
+                    for n in walk_local(fn))
 
     def _under_adapter_test(self, node: ast.AST) -> bool:
         """Is this inside ``if`` a test of LoRA/PEFT/adapters (``if training_args.lora_enable:``)? Then the
@@ -1383,7 +1376,7 @@ class SourceFacts:
             if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name) \
                     and not _small_save_name(name):   # InternImage's save_config: what it does decides
                 if not self._writes_metadata_only(fn) and not self._only_light_calls(fn):
-                    found = Site(fn.lineno, f"{name}()", "small save" if self._writes_trained_part_only(fn)
+                    found = Site(fn.lineno, f"{name}()", "small save" if self._picks_trained_tensors(fn)
                                  else self._named_save_kind(name, fn))
                     break
                 continue
