@@ -71,11 +71,18 @@ _DATA_CLASS = re.compile(r"(?i)(loader|dataset|sampler|data|iter|stream|shard|sp
                          r"list|batch|chunk|partition|buffer)")
 #: a function that builds data objects (``make_imagenet1k``, ``create_sampler``, ``build_dataloader``)
 _BUILDER = re.compile(r"^_?(make|build|create|get|init|setup|prepare|load)_\w+$")
+#: samplers that pad every rank's share to the same length (torch's, and subclasses named for it)
+_PADDING_SAMPLER = re.compile(r"(^|\.)\w*DistributedSampler$")
 _UNEVEN_SAMPLER = re.compile(r"(DistributedEvalSampler|SequentialDistributedSampler|UnevenSampler|"
                              r"split_dataset_by_node|InferenceSampler|shard_indices)")
 #: keyword arguments that carry the data (or its per-rank share) into a loader, sampler or shard call
 _DATA_KWARGS = frozenset({"dataset", "sampler", "batch_sampler", "indices", "index", "shard", "shards", "data",
                           "iterable", "split", "num_shards", "shard_id", "rank", "num_replicas", "files", "data_files"})
+
+
+def _padding_sampler(name: str) -> bool:
+    """A sampler that pads the shares (not SequentialDistributedSampler and its kin, which do not)."""
+    return bool(_PADDING_SAMPLER.search(name)) and not _UNEVEN_SAMPLER.search(name)
 
 
 @dataclass(frozen=True)
@@ -976,31 +983,210 @@ def check_rank_branches(f: SourceFacts) -> list[RawFinding]:
 
 # -- loops of per-rank length -----------------------------------------------------------------------------
 
-def _uneven_names(f: SourceFacts) -> set[str]:
-    """Variables holding a per-rank share of the data whose length can differ between ranks."""
-    uneven: set[str] = set()
+#: a parameter that names the group a helper agrees its result over (verl's ``dp_group=None``)
+_GROUP_PARAM = re.compile(r"(^|_)(group|pg)$")
+
+
+def _count_left_unagreed(f: SourceFacts, call: ast.Call) -> str:
+    """Does the call leave a helper's group parameter at None, where the helper agrees its result across the
+    group (an all-reduce, all-gather or broadcast) only when given one? verl's ``prepare_dynamic_batch(batch,
+    max_token_len=n)`` packs this rank's sequences into as many micro-batches as its own tokens need and takes
+    the largest count over ``dp_group`` only ``if ... dp_group is not None``: called without it, each rank loops
+    over its own number of micro-batches (verl PR 5591). The helper is read in this file or the project's.
+    Returns what the call leaves out, said for a message, or ``""``."""
+    target = _callee(f, call)
+    if target is None:
+        return ""
+    other, func = target
+    fn = other.functions[func][0]
+    given = dict(bound_arguments(call, fn, with_defaults=True))
+    left = frozenset(p for p, d in _param_defaults(fn) if _GROUP_PARAM.search(p) and isinstance(d, ast.Constant)
+                     and d.value is None and isinstance(given.get(p), ast.Constant) and given[p].value is None)
+    if not left:
+        return ""
+    site = other.function_collective(func, include_backward=False)
+    if site is None or _AGREEING.search(site.label) is None \
+            or other._collective_unless(func, left, include_backward=False) is not None:
+        return ""
+    group = ", ".join(f"`{p}`" for p in sorted(left))
+    site = site if other is f else replace(site, path=site.path or Path(other.path).name)
+    return (f"{dotted(call.func)}() (line {call.lineno}) agrees its result across the ranks ({site.label} at "
+            f"{site.at}) only when given {group}, which this call leaves at None")
+
+
+def _class_def(f: SourceFacts, name: str) -> tuple[SourceFacts, ast.ClassDef] | None:
+    """The definition of a class this file names (its own, or one it imports from the project)."""
+    head, _, last = name.rpartition(".")
+    own = next((n for n in f.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None) if not head else None
+    if own is not None:
+        return f, own
+    if f.project is None:
+        return None
+    if not head and last in f.import_from:
+        module, sub, level = f.import_from[last]
+        other = f.project.module(module, Path(f.path), level) if module else None
+        if other is not None and sub != last:
+            other = None
+    elif head in f.import_from:
+        module, sub, level = f.import_from[head]
+        other = f.project.module(f"{module}.{sub}" if sub else module, Path(f.path), level)
+    else:
+        return None
+    if other is None or other is f:
+        return None
+    found = next((n for n in other.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None)
+    return (other, found) if found is not None else None
+
+
+def _rank_split_stream(f: SourceFacts, name: str, depth: int = 3) -> bool:
+    """Is ``name`` a class of the project whose objects are an ``IterableDataset`` that reads the rank (prime-rl's
+    ``SFTDataset``: ``if (self.step - 1) % self.data_world_size != self.data_rank: continue``)? Each rank then
+    streams its own part, which no sampler pads: its length differs between ranks unless the data divides."""
+    key = ("rank_split_stream", name)
+    if key in f.memo:
+        return f.memo[key]   # type: ignore[return-value]
+    f.memo[key] = False
+    found = _class_def(f, name)
+    result = False
+    if found is not None and depth > 0:
+        other, cls = found
+        chain = [(other, cls)]
+        iterable = False
+        for base in cls.bases:
+            text = dotted(base)
+            if "IterableDataset" in text:
+                iterable = True
+            elif (inner := _class_def(other, text)) is not None:
+                iterable = iterable or _rank_split_stream(other, text, depth - 1) or any(
+                    "IterableDataset" in dotted(b) for b in inner[1].bases)
+                chain.append(inner)
+        nodes = [(facts, n) for facts, c in chain for n in ast.walk(c)]
+        # (OpenChat's dataset hands the rank to its MultipackDistributedSampler, which gives every rank as many
+        # batches)
+        result = iterable and any(isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and facts.is_rank_value(n)
+                                  for facts, n in nodes) \
+            and not any(isinstance(n, ast.Call) and _padding_sampler(dotted(n.func)) for _f, n in nodes)
+    f.memo[key] = result
+    return result
+
+
+def _callee(f: SourceFacts, call: ast.Call) -> tuple[SourceFacts, str] | None:
+    """The file and the name of the function of this file or of the project a call goes to, or None."""
+    recv, name = call_name(call)
+    if not name:
+        return None
+    if recv in ("", "self", "cls") and name in f.functions and name not in f.imported:
+        return f, name
+    return f.external(recv, name)
+
+
+def _pads(f: SourceFacts, call: ast.Call) -> bool:
+    """Does the call go to a function of the project that builds a ``DistributedSampler`` (the shares padded)?"""
+    target = _callee(f, call)
+    return target is not None and any(
+        isinstance(n, ast.Call) and _padding_sampler(dotted(n.func))
+        for n in walk_local(target[0].functions[target[1]][0]))
+
+
+def _returns_share(f: SourceFacts, call: ast.Call) -> bool:
+    """Does the call go to a function of this file or of the project that hands back a per-rank share of uneven
+    length (torchtitan's ``build_hf_validation_dataloader(dp_rank=...)``, whose data set is split by node and
+    not repeated)?"""
+    target = _callee(f, call)
+    if target is None:
+        return False
+    other, func = target
+    # (for this file, or a file that imports this one back, while its names are being worked out: what is
+    # known of them so far)
+    return f"{func}:<return>" in _uneven_names(other) and _splits_unpadded(other, other.functions[func][0])
+
+
+def _splits_unpadded(f: SourceFacts, fn: ast.AST) -> bool:
+    """Does the function itself split the data by rank with nothing to pad the shares: an unpadded sampler or
+    split (``split_dataset_by_node``), an ``IterableDataset`` of the project that reads the rank, or a helper
+    left without its group, and no ``DistributedSampler``? A builder that only hands the rank to a data set
+    (YOLOv6's ``TrainValDataset(..., rank=rank)`` for its cache, under a ``DistributedSampler``) makes no
+    uneven share."""
+    calls = [n for n in walk_local(fn) if isinstance(n, ast.Call)]
+    if any(_padding_sampler(dotted(c.func)) for c in calls):
+        return False
+    return any(_UNEVEN_SAMPLER.search(dotted(c.func)) or _count_left_unagreed(f, c)
+               or dotted(c.func).rsplit(".", 1)[-1][:1].isupper() and _rank_split_stream(f, dotted(c.func))
+               for c in calls)
+
+
+def _uneven_names(f: SourceFacts) -> dict[str, str]:
+    """Variables holding a per-rank share of the data whose length can differ between ranks, each with why when
+    a call says so (a helper left without its group: :func:`_count_left_unagreed`), else ``""``."""
+    if ("uneven", "") in f.memo:
+        return f.memo[("uneven", "")]   # type: ignore[return-value]
+    uneven: dict[str, str] = {}
+    f.memo[("uneven", "")] = uneven
+    because = [""]   # the reason of the last value is_uneven found a share in
 
     def key(name: str, scope: str | None) -> str:
         # a name bound inside a function is that function's (``x``, ``B`` are everywhere); attributes and
         # module-level names are shared
         return f"{scope}:{name}" if scope and not name.startswith(("self.", "cls.")) else name
 
+    def shadowed(name: str, line: int) -> bool:
+        # the closest assignment of the name above this line gives a value every rank shares (megatron's
+        # `cur_name = broadcast_str_from_megatron_pp(cur_name)` after a per-rank `cur_name = ...`)
+        above = [ln for ln in lines.get(name, ()) if ln < line]
+        return bool(above) and max(above) not in uneven_lines.get(name, ())
+
+    def held(n: ast.AST, scope: str | None) -> str | None:
+        """The key of the share this name holds here, or None."""
+        if not isinstance(n, (ast.Name, ast.Attribute)):
+            return None
+        k = dotted(n) if dotted(n) in uneven else key(dotted(n), scope)
+        return k if k in uneven and not shadowed(k, n.lineno) else None
+
+    def padded(value: ast.AST, scope: str | None) -> bool:
+        """Is this sampler a DistributedSampler (or a name bound to one, or to None on a single process)?"""
+        if isinstance(value, (ast.Name, ast.Attribute)):
+            k = dotted(value) if dotted(value) in bound else key(dotted(value), scope)
+            values = bound.get(k, [])
+        else:
+            values = [value]
+        return bool(values) and all(any(isinstance(c, ast.Call) and _padding_sampler(dotted(c.func))
+                                        for c in ast.walk(v)) for v in values)
+
     def is_uneven(node: ast.AST, scope: str | None = None) -> bool:
+        # a comprehension's own loop names (verl's `[n * ep_rank + i for ep_rank in range(ep_size)]`: one entry per
+        # rank on every rank) are not this process's rank
+        own = {t for c in ast.walk(node) if isinstance(c, ast.comprehension) for t in target_names(c.target)}
         stack = [node]
         while stack:
             n = stack.pop()
+            if isinstance(n, ast.Name) and n.id in own:
+                continue
             if isinstance(n, ast.Call):
                 name = dotted(n.func)
                 if _UNEVEN_SAMPLER.search(name):   # first: SequentialDistributedSampler is not padded
                     return True
                 if _EVEN_CALLS.search(name):        # DistributedSampler and its subclasses pad every rank's share
                     continue
+                if _AGREEING.search(call_name(n)[1]) and f.collective_of(n) is not None:
+                    continue   # an all-gather's or a broadcast's result: the same on every rank
+                left = _count_left_unagreed(f, n)
+                if left:
+                    because[0] = left
+                    return True
+                if any(kw.arg in ("sampler", "batch_sampler") and padded(kw.value, scope) for kw in n.keywords):
+                    continue   # a loader whose sampler pads the shares (YOLOv6's `sampler = None if rank == -1 else
+                    # DistributedSampler(dataset)`), whatever the data set it is given knows of the rank
                 if "sampler" in name.lower() and any(kw.arg == "drop_last" and _const(kw.value) is True
                                                      for kw in n.keywords):
                     continue   # HunyuanDiT's DistributedSamplerWithStartIndex(..., drop_last=True): equal shares
                 last = name.rsplit(".", 1)[-1]
+                if _returns_share(f, n) or last[:1].isupper() and _rank_split_stream(f, name):
+                    return True
                 if last[:1].isupper() and not _DATA_CLASS.search(last):
                     continue   # FunASR's `Trainer(rank=rank, ...)`, DAC's `Tracker(...)`: an object, not a share
+                if (_BUILDER.match(last) or _DATA_CLASS.search(last)) and not _pads(f, n) and any(
+                        held(x, scope) for x in [*n.args, *(k.value for k in n.keywords if k.arg in _DATA_KWARGS)]):
+                    return True   # (a loader built elsewhere over a share: prime-rl's `setup_dataloader(val_dataset)`)
                 if _BUILDER.match(name.rsplit(".", 1)[-1]) and name.rsplit(".", 1)[-1] not in f.functions:
                     # a loader or sampler built in another file from the rank (ijepa's make_imagenet1k, BLIP's
                     # create_sampler): whether it pads the shares cannot be seen from here
@@ -1011,7 +1197,11 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                     stack.append(n.func.value)
                 continue
             if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) in uneven or key(dotted(n), scope) in uneven):
-                return True
+                k = held(n, scope)
+                if k is not None:
+                    because[0] = uneven[k]
+                    return True
+                continue
             if isinstance(n, ast.IfExp) and any(isinstance(x, ast.Constant) and x.value is None
                                                 for x in (n.body, n.orelse)):
                 # `ModelEMA(model) if RANK in {-1, 0} else None` (YOLOv5): an object on some ranks, not a
@@ -1028,13 +1218,29 @@ def _uneven_names(f: SourceFacts) -> set[str]:
         return False
 
     assigns = []
+    lines: dict[str, set[int]] = {}         # every assignment's line, by name
+    uneven_lines: dict[str, set[int]] = {}  # the lines of those that give a per-rank share
     for node in f.nodes:
         if isinstance(node, ast.Assign):
             fn = f.enclosing_function(node)
             scope = fn.name if fn is not None else None
             for t in node.targets:
                 # `epochs, rank = opt.epochs, opt.global_rank` (YOLOv7): each name gets its own value
-                assigns += [([key(n, scope) for n in target_names(te)], ve, scope) for te, ve in _pairs(t, node.value)]
+                assigns += [([key(n, scope) for n in target_names(te)], ve, scope, node.lineno)
+                            for te, ve in _pairs(t, node.value)]
+
+    # what a function hands back (a loader builder's `return DataLoader(ds, sampler=...)`), as its own name
+    for node in f.nodes:
+        if isinstance(node, ast.Return) and node.value is not None:
+            fn = f.enclosing_function(node)
+            if fn is not None:
+                assigns.append(([f"{fn.name}:<return>"], node.value, fn.name, node.lineno))
+    bound: dict[str, list[ast.AST]] = {}   # every value a name is given
+    for names, value, _scope, line in assigns:
+        for n in names:
+            bound.setdefault(n, []).append(value)
+            if ":" in n:   # a function's own name: its statements run in order (an attribute's may not)
+                lines.setdefault(n, set()).add(line)
 
     def rank_only(value: ast.AST) -> bool:
         # `apriori = opt.global_rank, opt.local_rank`: ranks kept together, not a share of the data
@@ -1043,9 +1249,12 @@ def _uneven_names(f: SourceFacts) -> set[str]:
         return f.is_rank_value(value)
 
     for _ in range(3):
-        for names, value, scope in assigns:
+        for names, value, scope, line in assigns:
+            because[0] = ""
             if names and not rank_only(value) and is_uneven(value, scope):
-                uneven.update(names)
+                uneven.update({n: uneven.get(n) or because[0] for n in names})
+                for n in names:
+                    uneven_lines.setdefault(n, set()).add(line)
     # one level into the file's functions: ``evaluate(model, shard_loader)`` makes ``loader`` a share there
     for name, defs in f.functions.items():
         for stmt in f.calls_to.get(name, []):
@@ -1058,8 +1267,9 @@ def _uneven_names(f: SourceFacts) -> set[str]:
                     passed = list(zip(params, call.args, strict=False))
                     passed += [(kw.arg, kw.value) for kw in call.keywords if kw.arg in params]
                     for param, arg in passed:
+                        because[0] = ""
                         if is_uneven(arg, caller.name if caller is not None else None):
-                            uneven.add(f"{fn.name}:{param}")
+                            uneven.setdefault(f"{fn.name}:{param}", because[0])
     return uneven
 
 
@@ -1322,6 +1532,33 @@ def _capped_by_index(loop: ast.For | ast.AsyncFor, line: int) -> bool:
     return False
 
 
+#: a model by its name, called for its forward (``model(x)``, ``self.model(x)``, torchtitan's ``model_parts[0](x)``)
+_MODEL_NAME = re.compile(r"(?i)(^|_)(model|module|engine|net)(_?parts?|s)?$")
+
+
+def _model_forward(f: SourceFacts, stmts: list[ast.stmt], depth: int = 2) -> Site | None:
+    """The first forward of the model in these statements, or in the functions of this file they call
+    (``depth`` levels): a call of the model itself, or of a ``forward`` given it (prime-rl's
+    ``forward(model, input_ids, position_ids)``). Under FSDP or ZeRO-3 each is an all-gather of the parameters,
+    which the file cannot show when the model is wrapped in another."""
+    for stmt in stmts:
+        for node in walk_local(stmt):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func.value if isinstance(node.func, ast.Subscript) else node.func
+            recv, name = call_name(node)
+            if isinstance(func, (ast.Name, ast.Attribute)) and _MODEL_NAME.search(dotted(func).rsplit(".", 1)[-1]) \
+                    or name == "forward" and any(isinstance(a, (ast.Name, ast.Attribute)) and _MODEL_NAME.search(
+                        dotted(a).rsplit(".", 1)[-1]) for a in [*node.args, *(k.value for k in node.keywords)]):
+                return Site(node.lineno, f"{ast.unparse(node.func)}() (the model's forward: under FSDP or ZeRO-3, an "
+                                         f"all-gather of its parameters)")
+            if depth > 0 and recv in ("", "self", "cls") and name in f.functions and name not in f.imported:
+                inner = _model_forward(f, f.functions[name][0].body, depth - 1)
+                if inner is not None:
+                    return Site(node.lineno, f"{dotted(node.func)}() (which runs {inner.label} at line {inner.line})")
+    return None
+
+
 def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
     """``uneven-collective-count``: a collective per pass of a loop over a per-rank share of the data."""
     uneven = _uneven_names(f)
@@ -1333,18 +1570,24 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
         fn = f.enclosing_function(node)
         if fn is not None:
             names |= {f"{fn.name}:{n}" for n in names}
-        shard = sorted(names & uneven)
+        shard = sorted(names & uneven.keys())
         direct = _UNEVEN_SAMPLER.search(ast.unparse(node.iter)) is not None
         if not shard and not direct:
             continue
         site = f.first_collective(node.body)
+        if f._may_shard_here():   # a forward of a model sharded in another file: the pass's first collective
+            forward = _model_forward(f, node.body)
+            site = min((s for s in (site, forward) if s is not None), key=lambda s: s.line, default=None)
         if site is None or _under_join(f, node) or _capped_by_index(node, site.line) or _point_to_point(site):
             continue
         what = shard[0].split(":")[-1] if shard else _cond_text(node.iter)
+        left = next((uneven[s] for s in shard if uneven[s]), "")
         out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs once per pass of the loop at line {node.lineno} over `{what}`, a per-rank share whose "
-            f"length can differ between ranks"))
+            f"length can differ between ranks" + (f": {left}" if left else ""),
+            fix="give the helper the group named above, so that it agrees the count and every rank runs the loop "
+                "the same number of times" if left else ""))
     return out
 
 

@@ -210,8 +210,10 @@ def _log_line_name(name: str) -> bool:
     """``valid_err_log``, ``eval_print``, ``log_validation``: a name that says it writes a line about the work,
     not the work."""
     parts = _parts(name)
-    # Tacotron 2's `logger.log_validation(...)`: scalars, histograms and a few images for TensorBoard
-    return bool(parts) and (parts[-1] in ("log", "print", "msg", "str", "repr") or parts[0] == "log" and len(parts) > 1)
+    # Tacotron 2's `logger.log_validation(...)`: scalars, histograms and a few images for TensorBoard; AllenNLP's
+    # `add_validation_scalar(name, value)`: one TensorBoard scalar
+    return bool(parts) and (parts[-1] in ("log", "print", "msg", "str", "repr") or parts[0] == "log" and len(parts) > 1
+                            or parts[0] == "add" and parts[-1] in ("scalar", "scalars", "histogram", "text"))
 
 
 def ends_group(stmt: ast.AST) -> bool:
@@ -339,6 +341,15 @@ def bound_arguments(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef, 
         named = {p for p, _ in given}
         given += [(p, v) for p, v in _param_defaults(fn) if p not in named]
     return given
+
+
+def _tests_set(term: ast.AST, names: frozenset[str]) -> bool:
+    """Is the term ``p`` or ``p is not None`` for a name in ``names`` (false when ``p`` is None, False or 0)?"""
+    if isinstance(term, ast.Name):
+        return term.id in names
+    return isinstance(term, ast.Compare) and isinstance(term.left, ast.Name) and term.left.id in names \
+        and len(term.ops) == 1 and isinstance(term.ops[0], ast.IsNot) and _const(term.comparators[0]) is None \
+        and isinstance(term.comparators[0], ast.Constant)
 
 
 def _not_distributed_call(call: ast.Call, fn: ast.AST) -> bool:
@@ -1157,7 +1168,7 @@ class SourceFacts:
         (``if p and ...:``) are left out, and so are the collectives of its own functions called with them."""
         for fn in self.functions.get(name, []):
             skip = {id(n) for n in walk_local(fn) if isinstance(n, ast.If) and any(
-                isinstance(t, ast.Name) and t.id in falsy for t in (
+                _tests_set(t, falsy) for t in (
                     n.test.values if isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) else [n.test]))}
             skipped = {id(c) for n in walk_local(fn) if id(n) in skip for b in n.body for c in walk_local(b)}
             for node in walk_local(fn):

@@ -1721,3 +1721,132 @@ def test_round_twenty_two_idioms() -> None:
     assert (f.line, f.rule.value) == (10, "rank0-long-work-before-collective") and "requires_grad" in f.note
     (f,) = lint_source(part.replace("p.requires_grad", "True"), notes=True)
     assert (f.line, f.note) == (10, "")
+
+
+def _project(root: Path, files: dict[str, str]) -> Path:
+    """Write the files (paths relative to ``root``) and return the first one, the script to lint."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    return root / next(iter(files))
+
+
+def _uneven_at(script: Path) -> list[tuple[str, int]]:
+    return [(Path(f.path).name, f.line) for f in lint_paths([script]).findings if f.rule.value == "uneven-collective-count"]
+
+
+def test_a_helper_left_without_its_group_makes_a_per_rank_count(tmp_path: Path) -> None:
+    """verl PR 5591: ``prepare_dynamic_batch(batch, max_token_len=n)`` packs this rank's sequences and takes the
+    largest count over ``dp_group`` only when given one; left at None, each rank loops its own number of times."""
+    script = _project(tmp_path, {
+        "actor.py": """\
+            import torch.distributed as dist
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            from balancing import prepare_dynamic_batch
+            def update(model, batch, n):
+                micro_batches = prepare_dynamic_batch(batch, max_token_len=n)
+                for mb in micro_batches:
+                    loss = model(mb).sum()
+                    loss.backward()
+            """,
+        "balancing.py": """\
+            import torch
+            import torch.distributed as dist
+            def count(batch, n, dp_group=None):
+                k = len(batch) // n
+                if dist.is_initialized() and dp_group is not None:
+                    t = torch.tensor([k])
+                    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=dp_group)
+                    k = t.item()
+                return k
+            def prepare_dynamic_batch(batch, max_token_len, dp_group=None):
+                k = count(batch, max_token_len, dp_group=dp_group)
+                return [batch[i::k] for i in range(k)]
+            """})
+    # the model's forward (7) comes first in the pass: the file names FSDP
+    assert _uneven_at(script) == [("actor.py", 7)]
+    (f,) = lint_paths([script]).findings
+    assert "prepare_dynamic_batch() (line 5)" in f.message and "`dp_group`" in f.message and "group" in f.fix
+    # given the group, every rank gets the largest count
+    script.write_text(script.read_text().replace("max_token_len=n)", "max_token_len=n, dp_group=g)"))
+    assert _uneven_at(script) == []
+
+
+def test_a_loader_built_in_another_file_from_a_stream_split_by_rank(tmp_path: Path) -> None:
+    """torchtitan issue 1618 and prime-rl issue 2515: the validation loader of another file streams this rank's
+    part of an ``IterableDataset`` (no sampler pads it), and each batch is a forward of an FSDP model."""
+    script = _project(tmp_path, {
+        "validate.py": """\
+            import torch.distributed as dist
+            from data import build_val_loader
+            class Validator:
+                def __init__(self, rank, world):
+                    self.loader = build_val_loader(rank, world)
+                def validate(self, model_parts):
+                    total = 0.0
+                    for x, y in self.loader:
+                        total += model_parts[0](x).sum()
+                    dist.all_reduce(total)
+                    return total   # (fsdp: the model is sharded in train.py)
+            """,
+        "data.py": """\
+            from torch.utils.data import DataLoader, IterableDataset
+            from datasets.distributed import split_dataset_by_node
+            class Stream(IterableDataset):
+                def __init__(self, ds, rank, world):
+                    self.ds = split_dataset_by_node(ds, rank, world)
+                def __iter__(self):
+                    yield from self.ds
+            class OwnPart(IterableDataset):
+                def __init__(self, rows):
+                    self.rows = rows
+                def __iter__(self):
+                    for i, row in enumerate(self.rows):
+                        if i % get_world().world_size == get_world().rank:
+                            yield row
+            def build_val_loader(rank, world):
+                ds = Stream(load(), rank, world)
+                return DataLoader(ds, batch_size=8)
+            def setup_dataset(rows):
+                return OwnPart(rows)
+            def setup_dataloader(dataset):
+                return DataLoader(dataset, batch_size=8)
+            """})
+    assert _uneven_at(script) == [("validate.py", 9)]
+    (f,) = lint_paths([script]).findings
+    assert "the model's forward" in f.message and "self.loader" in f.message
+    # a file that never says it shards: the forward of a DDP model in eval sends nothing
+    plain = script.read_text().replace("   # (fsdp: the model is sharded in train.py)", "")
+    script.write_text(plain)
+    assert _uneven_at(script) == []
+    # prime-rl: a data set of the project that keeps its own rank's rows, handed to a loader builder
+    script.write_text(plain.replace("from data import build_val_loader", "from data import setup_dataset, setup_dataloader")
+                      .replace("self.loader = build_val_loader(rank, world)",
+                               "ds = setup_dataset(rows)\n        self.loader = setup_dataloader(ds)")
+                      .replace("return total", "return total   # fsdp"))
+    assert _uneven_at(script) == [("validate.py", 10)]
+    # a builder whose sampler pads the shares: no per-rank length, whatever the data set knows of the rank
+    (tmp_path / "data.py").write_text((tmp_path / "data.py").read_text().replace(
+        "return DataLoader(ds, batch_size=8)", "return DataLoader(ds, sampler=DistributedSampler(ds), batch_size=8)")
+        .replace("return DataLoader(dataset, batch_size=8)",
+                 "return DataLoader(dataset, sampler=DistributedSampler(dataset), batch_size=8)"))
+    assert _uneven_at(script) == []
+
+
+def test_stop_thirty_values_every_rank_shares() -> None:
+    # megatron (verl): a name a per-rank value gave, then a broadcast of it, holds the same value on every rank
+    src = HEAD + ("def push(model, rank, n):\n    name = local_name(rank)\n    name = broadcast_str(name)\n"
+                  "    parts = name.split('.')\n    for p in parts:\n        dist.all_gather(out, t)\n"
+                  "def broadcast_str(s):\n    obj = [s]\n    dist.broadcast_object_list(obj, src=0)\n    return obj[0]\n")
+    assert found(src) == []
+    assert found(src.replace("    name = broadcast_str(name)\n", "")) == [(7, "uneven-collective-count")]
+    # one entry per rank of the group, on every rank: a comprehension's own `ep_rank`
+    comp = HEAD + ("def gather(n, k):\n    ids = [n * ep_rank + k for ep_rank in range(4)]\n"
+                   "    for i in ids:\n        dist.all_gather(out, t)\n")
+    assert found(comp) == []
+    # AllenNLP: a TensorBoard scalar about the validation is no validation
+    log = HEAD + ("class W:\n    def add_validation_scalar(self, name, v):\n        self.writer.add_scalar(name, v)\n"
+                  "w = W()\nif dist.get_rank() == 0:\n    w.add_validation_scalar('loss', 1.0)\ndist.barrier()\n")
+    assert found(log) == []
+    assert found(log.replace("w.add_validation_scalar('loss', 1.0)", "evaluate(model)")) == [
+        (8, "rank0-long-work-before-collective")]
