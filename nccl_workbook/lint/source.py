@@ -545,6 +545,10 @@ class SourceFacts:
                 assigns.append((target_names(node.target), node.value))
             elif isinstance(node, ast.Call):
                 self._index_call(node)
+                if call_name(node)[1] == "init_process_group":
+                    # DGL's `init_process_group(..., rank=proc_id)`: whatever name the rank is given is the rank
+                    self.rank_values.update(kw.value.id for kw in node.keywords
+                                            if kw.arg == "rank" and isinstance(kw.value, ast.Name))
                 for arg in [*node.args, *(kw.value for kw in node.keywords)]:
                     if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and (
                             _MODULE_PATH.match(arg.value) or call_name(node)[1] in ("import_module", "__import__")

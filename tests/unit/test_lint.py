@@ -1850,3 +1850,14 @@ def test_stop_thirty_values_every_rank_shares() -> None:
     assert found(log) == []
     assert found(log.replace("w.add_validation_scalar('loss', 1.0)", "evaluate(model)")) == [
         (8, "rank0-long-work-before-collective")]
+
+
+def test_stop_thirty_blind_round_idioms() -> None:
+    # DGL: the name given to init_process_group as the rank is the rank (`proc_id`), and a share indexed by it
+    # is this rank's own
+    dgl = HEAD + ("from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                  "def run(proc_id, n_gpus):\n    dist.init_process_group('nccl', world_size=n_gpus, rank=proc_id)\n"
+                  "    ids = torch.split(all_ids, 100)[proc_id]\n    loader = DataLoader(ids, batch_size=8)\n"
+                  "    for batch in loader:\n        model(batch).sum().backward()\n")
+    assert found(dgl) == [(9, "uneven-collective-count")]
+    assert found(dgl.replace("rank=proc_id", "rank=r")) == []
