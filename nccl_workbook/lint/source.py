@@ -827,6 +827,9 @@ class SourceFacts:
             if other.functions.get(func) and _not_distributed_call(call, other.functions[func][0]):
                 return None
             inner = other.function_collective(func, include_backward=include_backward)
+            falsy = other._falsy_params(call, func) if inner is not None else frozenset()
+            if falsy and other._collective_unless(func, falsy, include_backward) is None:
+                return None   # its collectives run only under flags this call leaves false
             if inner is not None and inner.kind == "gathers shards" and not self._may_shard_here():
                 # physicsnemo's save_checkpoint() calls get_optimizer_state_dict() only for an FSDP or DTensor
                 # model; a script that never shards its model (graphcast's DDP) reaches no collective there
@@ -1165,7 +1168,9 @@ class SourceFacts:
 
         def is_falsy(v: ast.AST) -> bool:
             return isinstance(v, ast.Constant) and v.value in (False, None, 0) or isinstance(v, ast.Name) and v.id in falsy
-        return frozenset(p for p, v in bound_arguments(call, fn) if is_falsy(v))
+        # (a flag left at its false default counts too: Composer's `safe_torch_load(path)` broadcasts only
+        # `if load_monolith_rank0_only:`)
+        return frozenset(p for p, v in bound_arguments(call, fn, with_defaults=True) if is_falsy(v))
 
     def _collective_unless(self, name: str, falsy: frozenset[str], include_backward: bool, depth: int = 0) -> Site | None:
         """The first collective of ``name`` when the parameters in ``falsy`` are false: the bodies of ``if p:``

@@ -1861,3 +1861,10 @@ def test_stop_thirty_blind_round_idioms() -> None:
                   "    for batch in loader:\n        model(batch).sum().backward()\n")
     assert found(dgl) == [(9, "uneven-collective-count")]
     assert found(dgl.replace("rank=proc_id", "rank=r")) == []
+    # Composer: a helper whose broadcast runs only under a flag the call leaves at its False default
+    flag = HEAD + ("def safe_load(path, rank0_only=False):\n    obj = [torch.load(path)]\n    if rank0_only:\n"
+                   "        dist.broadcast_object_list(obj, src=0)\n    return obj[0]\n"
+                   "if dist.get_rank() == 0:\n    state = safe_load('m.pt')\n")
+    assert found(flag) == []
+    assert found(flag.replace("safe_load('m.pt')", "safe_load('m.pt', rank0_only=True)")) == [
+        (9, "collective-in-rank-branch")]
