@@ -495,7 +495,8 @@ class _RankWalk:
             if leaving is not None:
                 self.main_leaves(stmt, leaving, stmts[i + 1:])
                 continue   # the usual run: every rank goes on
-            if isinstance(stmt, ast.If) and not stmt.orelse and self.f.is_rank_condition(stmt.test):
+            if isinstance(stmt, ast.If) and not stmt.orelse and self.f.is_rank_condition(stmt.test) \
+                    and not self.f.counts_over_ranks(stmt):
                 exit_stmt = _exits(stmt.body)
                 if isinstance(exit_stmt, (ast.Return, ast.Continue)) and i + 1 < len(stmts):
                     rest = stmts[i + 1:]
@@ -541,7 +542,7 @@ class _RankWalk:
             self.break_in_rank_region(stmt)
         if isinstance(stmt, ast.If):
             self.early_exit(stmt)
-            if f.is_rank_condition(stmt.test) and not f.deals_round_robin(stmt):
+            if f.is_rank_condition(stmt.test) and not f.deals_round_robin(stmt) and not f.counts_over_ranks(stmt):
                 paired = (f.first_collective(stmt.body) is not None and f.first_collective(stmt.orelse) is not None
                           or _paired_in_enclosing(f, stmt))
                 inner = None if paired else (stmt.lineno, _cond_text(stmt.test), _escapes(f, stmt.test))
@@ -616,6 +617,8 @@ class _RankWalk:
             return   # FunASR: `if self.use_deepspeed: ... elif self.rank == 0: model.state_dict()`
         if ours and site.reaches and _gated_alike(self.f, site.reaches, cond, call) \
                 or site.kind == "gathers shards" and _sharded_or_rank(self.f, call, line):
+            return
+        if _mirrored_at_exit(self.f, call, line):
             return
         extra = ""
         if site.kind == "gathers shards" and _sharded_term(self.f, call, line) == "deepspeed":
@@ -729,7 +732,7 @@ class _RankWalk:
         exit_stmt = _exits(stmt.body)
         if exit_stmt is None or stmt.orelse:
             return
-        rank_cond = f.is_rank_condition(stmt.test)
+        rank_cond = f.is_rank_condition(stmt.test) and not f.counts_over_ranks(stmt)
         data_cond = not rank_cond and (_is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
                                        and not _counts_a_shared_list(f, stmt)
                                        and not _agreed(f, {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)},
@@ -847,6 +850,33 @@ def _explicit_calls(f: SourceFacts, nodes: list[ast.stmt]) -> set[tuple[str, str
                     or not ours and f.collective_of(node, include_backward=False) is not None:
                 keys.add((name, ast.unparse(node.args[0]) if node.args else ""))
     return keys
+
+
+def _mirrored_at_exit(f: SourceFacts, call: ast.Call, line: int) -> bool:
+    """Is the collective, in the rank branch that starts at ``line``, the last thing these ranks do before they
+    leave the function (``barrier(); return``, ``barrier(); raise``), while the statement right after the branch,
+    where the other ranks go, is the same call? OLMo-core's HF converter: rank 0 calls ``barrier()`` on each
+    early way out, the others the one ``barrier()`` after the branch: every rank calls it once."""
+    stmt = next((n for n in f.nodes if isinstance(n, ast.Expr) and n.value is call), None)
+    if stmt is None or id(stmt) not in f.parents:
+        return False
+    block, i, _owner = f.parents[id(stmt)]
+    if i + 1 >= len(block) or not isinstance(block[i + 1], (ast.Return, ast.Raise)):
+        return False
+    node: ast.AST = stmt
+    while id(node) in f.parents:
+        outer_block, j, owner = f.parents[id(node)]
+        if isinstance(owner, ast.If) and owner.lineno == line:
+            parent = f.parents.get(id(owner))
+            if parent is None:
+                return False
+            after_block, k, _o = parent
+            nxt = after_block[k + 1] if k + 1 < len(after_block) else None
+            return isinstance(nxt, ast.Expr) and ast.unparse(nxt) == ast.unparse(stmt)
+        if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            return False
+        node = owner
+    return False
 
 
 def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:

@@ -287,6 +287,8 @@ def _light_call(call: ast.Call) -> bool:
 #: a saved payload that is the state of something small (a loader, a sampler, a scheduler, the RNG)
 _SMALL_STATE = re.compile(r"(?i)(loader|sampler|sched|rng|random|scaler|tracker)\w*state")
 _MODEL_STATE = re.compile(r"(?i)model|optim|ema|weight|param|module|net\b")
+#: a variable named for a small file: a checkpoint's metadata, a symlink to it, a config
+_SMALL_FILE_NAME = re.compile(r"(?i)(^|_)(metadata|symlink|config|cfg)(_|$)")
 _SMALL_DOWNLOAD = (".json", ".txt", ".yaml", ".yml", ".md", ".model", ".tiktoken")
 _FIGURE = (".pdf", ".png", ".jpg", ".jpeg", ".svg", ".gif")
 
@@ -315,7 +317,8 @@ def _lookup_name(name: str) -> bool:
     however much its object is long work to make."""
     name = name.lstrip("_")   # physicsnemo's `_get_checkpoint_filename`
     return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_",
-                            "detect_", "can_", "register_", "ensure_", "load_", "restore_", "resume_")) \
+                            "detect_", "can_", "register_", "ensure_", "load_", "restore_", "resume_", "contains_",
+                            "exists_")) \
         or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"], ["filename"]) \
         or _parts(name)[:1] in (["clean"], ["cleanup"], ["remove"], ["delete"], ["rm"], ["prune"], ["purge"],
                                 ["rotate"])   # open-instruct's clean_last_n_checkpoints: an rmtree of old ones
@@ -350,6 +353,20 @@ def _tests_set(term: ast.AST, names: frozenset[str]) -> bool:
     return isinstance(term, ast.Compare) and isinstance(term.left, ast.Name) and term.left.id in names \
         and len(term.ops) == 1 and isinstance(term.ops[0], ast.IsNot) and _const(term.comparators[0]) is None \
         and isinstance(term.comparators[0], ast.Constant)
+
+
+def _given_params(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The parameters the call gives a value that is not a constant (so not None)."""
+    return frozenset(p for p, v in bound_arguments(call, fn) if not isinstance(v, ast.Constant))
+
+
+def _tests_unset(term: ast.AST, names: frozenset[str]) -> bool:
+    """Is the term ``p is None`` or ``not p`` for a name in ``names`` (false when ``p`` is given)?"""
+    if isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not):
+        return isinstance(term.operand, ast.Name) and term.operand.id in names
+    return isinstance(term, ast.Compare) and isinstance(term.left, ast.Name) and term.left.id in names \
+        and len(term.ops) == 1 and isinstance(term.ops[0], ast.Is) and isinstance(term.comparators[0], ast.Constant) \
+        and term.comparators[0].value is None
 
 
 def _not_distributed_call(call: ast.Call, fn: ast.AST) -> bool:
@@ -828,8 +845,11 @@ class SourceFacts:
                 return None
             inner = other.function_collective(func, include_backward=include_backward)
             falsy = other._falsy_params(call, func) if inner is not None else frozenset()
-            if falsy and other._collective_unless(func, falsy, include_backward) is None:
-                return None   # its collectives run only under flags this call leaves false
+            given = _given_params(call, other.functions[func][0]) if inner is not None else frozenset()
+            if (falsy or given) and other._collective_unless(func, falsy, include_backward, given=given) is None:
+                # its collectives run only under flags this call leaves false, or to make what it is given
+                # (OLMo-core's convert_checkpoint_to_hf gathers the state dict `if model_state_dict is None`)
+                return None
             if inner is not None and inner.kind == "gathers shards" and not self._may_shard_here():
                 # physicsnemo's save_checkpoint() calls get_optimizer_state_dict() only for an FSDP or DTensor
                 # model; a script that never shards its model (graphcast's DDP) reaches no collective there
@@ -1172,12 +1192,14 @@ class SourceFacts:
         # `if load_monolith_rank0_only:`)
         return frozenset(p for p, v in bound_arguments(call, fn, with_defaults=True) if is_falsy(v))
 
-    def _collective_unless(self, name: str, falsy: frozenset[str], include_backward: bool, depth: int = 0) -> Site | None:
-        """The first collective of ``name`` when the parameters in ``falsy`` are false: the bodies of ``if p:``
-        (``if p and ...:``) are left out, and so are the collectives of its own functions called with them."""
+    def _collective_unless(self, name: str, falsy: frozenset[str], include_backward: bool, depth: int = 0,
+                           given: frozenset[str] = frozenset()) -> Site | None:
+        """The first collective of ``name`` when the parameters in ``falsy`` are false and those in ``given`` are
+        set: the bodies of ``if p:`` (``if p and ...:``) and of ``if q is None:`` are left out, and so are the
+        collectives of its own functions called with them."""
         for fn in self.functions.get(name, []):
             skip = {id(n) for n in walk_local(fn) if isinstance(n, ast.If) and any(
-                _tests_set(t, falsy) for t in (
+                _tests_set(t, falsy) or _tests_unset(t, given) for t in (
                     n.test.values if isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) else [n.test]))}
             skipped = {id(c) for n in walk_local(fn) if id(n) in skip for b in n.body for c in walk_local(b)}
             for node in walk_local(fn):
@@ -1321,6 +1343,9 @@ class SourceFacts:
             if "download" in parts and any(isinstance(a, ast.Constant) and isinstance(a.value, str)
                                            and a.value.lower().endswith(_SMALL_DOWNLOAD) for a in node.args):
                 return None   # `hf_hub_download(repo, "config.json")`: one small file
+            if "download" in parts and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)) \
+                    and _SMALL_FILE_NAME.search(dotted(node.args[0]).rsplit(".", 1)[-1]):
+                return None   # Composer's `download_object(symlink_file_name, ...)`, `...(metadata_path, ...)`
             if name == "save_pretrained" and "merge" not in recv.lower() and (
                     self._under_adapter_test(node)
                     or any(_ADAPTER.search(ast.unparse(a)) for a in [*node.args, *(k.value for k in node.keywords)])):
@@ -1590,6 +1615,27 @@ class SourceFacts:
                                                  f"{inner.at})",
                                     path=Path(base.path).name, by_base=True)
         return None
+
+    def counts_over_ranks(self, stmt: ast.If) -> bool:
+        """Is every rank-like name the test reads the target of a loop around it that walks the ranks' indices
+        (InternEvo's ``for rank, group_id in product(range(max(zero_sizes)), ...)``, then ``if rank >= size:
+        continue``)? Every process runs every pass, so the test holds alike on all of them: a counter, not this
+        process's rank. A loop over a rank-derived iterable, or a test that also reads this process's rank, is
+        not one."""
+        targets: set[str] = set()
+        node: ast.AST = stmt
+        while id(node) in self.parents:
+            owner = self.parents[id(node)][2]
+            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                break
+            if isinstance(owner, (ast.For, ast.AsyncFor)) and not any(
+                    isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and self.is_rank_value(n)
+                    for n in ast.walk(owner.iter)):
+                targets.update(n.id for n in ast.walk(owner.target) if isinstance(n, ast.Name))
+            node = owner
+        ranks = [n for n in ast.walk(stmt.test) if isinstance(n, (ast.Name, ast.Attribute, ast.Call))
+                 and self.is_rank_value(n)]
+        return bool(ranks) and all(isinstance(n, ast.Name) and n.id in targets for n in ranks)
 
     def deals_round_robin(self, stmt: ast.If) -> bool:
         """``for i, batch in enumerate(train_iter): if i % n_gpu == gpu_rank: <step with its collectives>``

@@ -1868,3 +1868,54 @@ def test_stop_thirty_blind_round_idioms() -> None:
     assert found(flag) == []
     assert found(flag.replace("safe_load('m.pt')", "safe_load('m.pt', rank0_only=True)")) == [
         (9, "collective-in-rank-branch")]
+    # Composer: a download of a file named for a checkpoint's metadata or its symlink is small; the shards are not
+    dl = HEAD + ("if dist.get_local_rank() == 0:\n    store.download_object(metadata_path, dest)\ndist.barrier()\n")
+    assert found(dl) == []
+    assert found(dl.replace("metadata_path", "shard_path")) == [(4, "rank0-long-work-before-collective")]
+
+
+def test_round_twenty_three_idioms() -> None:
+    # InternEvo: a loop walks every rank's index on every rank; `rank` there is a counter, not this process's rank
+    walk = HEAD + ("def sync(params, sizes):\n    for rank, g in product(range(max(sizes)), range(2)):\n"
+                   "        if rank >= sizes[g]:\n            continue\n"
+                   "        dist.broadcast(params[rank], src=rank)\n")
+    assert found(walk) == []
+    assert found(walk.replace("if rank >= sizes[g]:", "if dist.get_rank() >= sizes[g]:")) == [
+        (7, "collective-in-rank-branch")]
+    # OLMo-core's HF converter: rank 0 calls the barrier on its way out, the others the one after the branch
+    conv = HEAD + ("def convert(cfg):\n    if dist.get_rank() == 0:\n        if cfg is None:\n"
+                   "            dist.barrier()\n            return\n        write(cfg)\n    dist.barrier()\n")
+    assert found(conv) == []
+    assert found(conv.replace("            return\n", "            log.info('x')\n")) == [(6, "collective-in-rank-branch")]
+    # OLMo-core: `contains_checkpoint` looks a folder up; it writes nothing
+    look = HEAD + ("if dist.get_rank() == 0:\n    ok = checkpointer.contains_checkpoint(folder)\ndist.barrier()\n")
+    assert found(look) == []
+    assert found(look.replace("contains_checkpoint", "save_checkpoint")) == [(4, "rank0-long-work-before-collective")]
+
+
+def test_a_helper_that_gathers_only_what_it_is_not_given(tmp_path: Path) -> None:
+    """OLMo-core: ``convert_checkpoint_to_hf(..., model_state_dict=sd)`` gathers the state dict itself only
+    ``if model_state_dict is None``; rank 0 calling it with one reaches no collective."""
+    script = _project(tmp_path, {
+        "callback.py": """\
+            import torch.distributed as dist
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            from convert import convert_checkpoint_to_hf
+            def post(sd, path):
+                if dist.get_rank() == 0:
+                    convert_checkpoint_to_hf(path, model_state_dict=sd)
+                dist.barrier()
+            """,
+        "convert.py": """\
+            from torch.distributed.checkpoint.state_dict import get_model_state_dict
+            def convert_checkpoint_to_hf(path, model_state_dict=None):
+                if model_state_dict is None:
+                    model_state_dict = get_model_state_dict(load(path))
+                write(model_state_dict)
+            """})
+    # (writing the converted checkpoint on rank 0 while the others wait is long work, no collective)
+    assert [f.rule.value for f in lint_paths([script]).findings] == ["rank0-long-work-before-collective"]
+    script.write_text(script.read_text().replace("convert_checkpoint_to_hf(path, model_state_dict=sd)",
+                                                 "convert_checkpoint_to_hf(path)"))
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([script]).findings] == [
+        ("callback.py", 6, "collective-in-rank-branch")]
