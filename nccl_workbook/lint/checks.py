@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -83,6 +83,11 @@ _DATA_KWARGS = frozenset({"dataset", "sampler", "batch_sampler", "indices", "ind
 def _padding_sampler(name: str) -> bool:
     """A sampler that pads the shares (not SequentialDistributedSampler and its kin, which do not)."""
     return bool(_PADDING_SAMPLER.search(name)) and not _UNEVEN_SAMPLER.search(name)
+
+
+def _makes_padding_sampler(nodes: Iterable[ast.AST]) -> bool:
+    """Is one of these nodes a call that makes a sampler padding the shares?"""
+    return any(isinstance(n, ast.Call) and _padding_sampler(dotted(n.func)) for n in nodes)
 
 
 @dataclass(frozen=True)
@@ -495,8 +500,7 @@ class _RankWalk:
             if leaving is not None:
                 self.main_leaves(stmt, leaving, stmts[i + 1:])
                 continue   # the usual run: every rank goes on
-            if isinstance(stmt, ast.If) and not stmt.orelse and self.f.is_rank_condition(stmt.test) \
-                    and not self.f.counts_over_ranks(stmt):
+            if isinstance(stmt, ast.If) and not stmt.orelse and self.f.rank_branch(stmt):
                 exit_stmt = _exits(stmt.body)
                 if isinstance(exit_stmt, (ast.Return, ast.Continue)) and i + 1 < len(stmts):
                     rest = stmts[i + 1:]
@@ -542,7 +546,7 @@ class _RankWalk:
             self.break_in_rank_region(stmt)
         if isinstance(stmt, ast.If):
             self.early_exit(stmt)
-            if f.is_rank_condition(stmt.test) and not f.deals_round_robin(stmt) and not f.counts_over_ranks(stmt):
+            if f.rank_branch(stmt) and not f.deals_round_robin(stmt):
                 paired = (f.first_collective(stmt.body) is not None and f.first_collective(stmt.orelse) is not None
                           or _paired_in_enclosing(f, stmt))
                 inner = None if paired else (stmt.lineno, _cond_text(stmt.test), _escapes(f, stmt.test))
@@ -732,7 +736,7 @@ class _RankWalk:
         exit_stmt = _exits(stmt.body)
         if exit_stmt is None or stmt.orelse:
             return
-        rank_cond = f.is_rank_condition(stmt.test) and not f.counts_over_ranks(stmt)
+        rank_cond = f.rank_branch(stmt)
         data_cond = not rank_cond and (_is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
                                        and not _counts_a_shared_list(f, stmt)
                                        and not _agreed(f, {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)},
@@ -1024,6 +1028,13 @@ def _count_left_unagreed(f: SourceFacts, call: ast.Call) -> str:
     the largest count over ``dp_group`` only ``if ... dp_group is not None``: called without it, each rank loops
     over its own number of micro-batches (verl PR 5591). The helper is read in this file or the project's.
     Returns what the call leaves out, said for a message, or ``""``."""
+    key = ("unagreed", id(call))
+    if key not in f.memo:
+        f.memo[key] = _count_left_unagreed_uncached(f, call)
+    return f.memo[key]   # type: ignore[return-value]
+
+
+def _count_left_unagreed_uncached(f: SourceFacts, call: ast.Call) -> str:
     target = _callee(f, call)
     if target is None:
         return ""
@@ -1095,27 +1106,26 @@ def _rank_split_stream(f: SourceFacts, name: str, depth: int = 3) -> bool:
         # batches)
         result = iterable and any(isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and facts.is_rank_value(n)
                                   for facts, n in nodes) \
-            and not any(isinstance(n, ast.Call) and _padding_sampler(dotted(n.func)) for _f, n in nodes)
+            and not _makes_padding_sampler(n for _f, n in nodes)
     f.memo[key] = result
     return result
 
 
 def _callee(f: SourceFacts, call: ast.Call) -> tuple[SourceFacts, str] | None:
-    """The file and the name of the function of this file or of the project a call goes to, or None."""
-    recv, name = call_name(call)
-    if not name:
-        return None
-    if recv in ("", "self", "cls") and name in f.functions and name not in f.imported:
-        return f, name
-    return f.external(recv, name)
+    """The file and the name of the function of this file or of the project a call goes to, or None (found once
+    per call: the passes over a file's assignments ask again)."""
+    key = ("callee", id(call))
+    if key not in f.memo:
+        recv, name = call_name(call)
+        f.memo[key] = None if not name else (f, name) if (
+            recv in ("", "self", "cls") and name in f.functions and name not in f.imported) else f.external(recv, name)
+    return f.memo[key]   # type: ignore[return-value]
 
 
 def _pads(f: SourceFacts, call: ast.Call) -> bool:
     """Does the call go to a function of the project that builds a ``DistributedSampler`` (the shares padded)?"""
     target = _callee(f, call)
-    return target is not None and any(
-        isinstance(n, ast.Call) and _padding_sampler(dotted(n.func))
-        for n in walk_local(target[0].functions[target[1]][0]))
+    return target is not None and _makes_padding_sampler(walk_local(target[0].functions[target[1]][0]))
 
 
 def _returns_share(f: SourceFacts, call: ast.Call) -> bool:
@@ -1138,7 +1148,7 @@ def _splits_unpadded(f: SourceFacts, fn: ast.AST) -> bool:
     (YOLOv6's ``TrainValDataset(..., rank=rank)`` for its cache, under a ``DistributedSampler``) makes no
     uneven share."""
     calls = [n for n in walk_local(fn) if isinstance(n, ast.Call)]
-    if any(_padding_sampler(dotted(c.func)) for c in calls):
+    if _makes_padding_sampler(calls):
         return False
     return any(_UNEVEN_SAMPLER.search(dotted(c.func)) or _count_left_unagreed(f, c)
                or dotted(c.func).rsplit(".", 1)[-1][:1].isupper() and _rank_split_stream(f, dotted(c.func))
@@ -1179,8 +1189,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             values = bound.get(k, [])
         else:
             values = [value]
-        return bool(values) and all(any(isinstance(c, ast.Call) and _padding_sampler(dotted(c.func))
-                                        for c in ast.walk(v)) for v in values)
+        return bool(values) and all(_makes_padding_sampler(ast.walk(v)) for v in values)
 
     def is_uneven(node: ast.AST, scope: str | None = None) -> bool:
         # a comprehension's own loop names (verl's `[n * ep_rank + i for ep_rank in range(ep_size)]`: one entry per

@@ -361,9 +361,8 @@ def _given_params(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef) ->
 
 
 def _tests_unset(term: ast.AST, names: frozenset[str]) -> bool:
-    """Is the term ``p is None`` or ``not p`` for a name in ``names`` (false when ``p`` is given)?"""
-    if isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not):
-        return isinstance(term.operand, ast.Name) and term.operand.id in names
+    """Is the term ``p is None`` for a name in ``names`` (false when ``p`` is given; ``not p`` is not: a given
+    epoch can be 0)?"""
     return isinstance(term, ast.Compare) and isinstance(term.left, ast.Name) and term.left.id in names \
         and len(term.ops) == 1 and isinstance(term.ops[0], ast.Is) and isinstance(term.comparators[0], ast.Constant) \
         and term.comparators[0].value is None
@@ -831,8 +830,7 @@ class SourceFacts:
             if _not_distributed_call(call, self.functions[name][0]):
                 return None
             inner = self.function_collective(name, include_backward=include_backward)
-            if inner is not None and self._falsy_params(call, name) \
-                    and self._collective_unless(name, self._falsy_params(call, name), include_backward) is None:
+            if inner is not None and self._skipped_by_arguments(name, call, include_backward):
                 return None   # evodiff's `epoch(model, False)`: its reduces run `if train:` only
             if inner is not None:
                 return Site(line, f"{label} (which reaches {inner.label} at {inner.at})",
@@ -844,11 +842,7 @@ class SourceFacts:
             if other.functions.get(func) and _not_distributed_call(call, other.functions[func][0]):
                 return None
             inner = other.function_collective(func, include_backward=include_backward)
-            falsy = other._falsy_params(call, func) if inner is not None else frozenset()
-            given = _given_params(call, other.functions[func][0]) if inner is not None else frozenset()
-            if (falsy or given) and other._collective_unless(func, falsy, include_backward, given=given) is None:
-                # its collectives run only under flags this call leaves false, or to make what it is given
-                # (OLMo-core's convert_checkpoint_to_hf gathers the state dict `if model_state_dict is None`)
+            if inner is not None and other._skipped_by_arguments(func, call, include_backward):
                 return None
             if inner is not None and inner.kind == "gathers shards" and not self._may_shard_here():
                 # physicsnemo's save_checkpoint() calls get_optimizer_state_dict() only for an FSDP or DTensor
@@ -1191,6 +1185,18 @@ class SourceFacts:
         # (a flag left at its false default counts too: Composer's `safe_torch_load(path)` broadcasts only
         # `if load_monolith_rank0_only:`)
         return frozenset(p for p, v in bound_arguments(call, fn, with_defaults=True) if is_falsy(v))
+
+    def _skipped_by_arguments(self, name: str, call: ast.Call, include_backward: bool) -> bool:
+        """Does this call of ``name`` (a function of this file that reaches a collective) skip every collective of
+        it through what it passes: flags it leaves false (evodiff's ``epoch(model, False)``: reduces only ``if
+        train:``; Composer's ``safe_torch_load(path)``: a broadcast only ``if load_monolith_rank0_only:``), or
+        values it gives where the function gathers them itself only ``if p is None:`` (OLMo-core's
+        ``convert_checkpoint_to_hf(..., model_state_dict=sd)``)?"""
+        falsy = self._falsy_params(call, name)
+        given = _given_params(call, self.functions[name][0])
+        # (only where the function's own body holds the collective: an abstract method's is in a subclass)
+        return bool(falsy or given) and self._collective_unless(name, falsy, include_backward, given=given) is None \
+            and self._collective_unless(name, frozenset(), include_backward) is not None
 
     def _collective_unless(self, name: str, falsy: frozenset[str], include_backward: bool, depth: int = 0,
                            given: frozenset[str] = frozenset()) -> Site | None:
@@ -1615,6 +1621,10 @@ class SourceFacts:
                                                  f"{inner.at})",
                                     path=Path(base.path).name, by_base=True)
         return None
+
+    def rank_branch(self, stmt: ast.If) -> bool:
+        """Does the ``if`` test this process's rank (not a loop counter over the ranks' indices)?"""
+        return self.is_rank_condition(stmt.test) and not self.counts_over_ranks(stmt)
 
     def counts_over_ranks(self, stmt: ast.If) -> bool:
         """Is every rank-like name the test reads the target of a loop around it that walks the ranks' indices
