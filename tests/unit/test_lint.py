@@ -333,6 +333,11 @@ def test_held_out_false_reports_of_the_last_round() -> None:
     assert found(per_param) == []
     per_batch = HEAD + "for batch in loader:\n    if batch is None:\n        continue\n    dist.all_reduce(batch)\n"
     assert found(per_batch) == [(5, "uneven-collective-count")]
+    # ACE (stop 31, blind): a gradient hook's own `grad` argument, tested the same way
+    hook = HEAD + ("def _hook(grad):\n    if grad is None:\n        return grad\n    dist.all_reduce(grad)\n"
+                   "    return grad\nfor p in model.parameters():\n    p.register_hook(_hook)\n")
+    assert found(hook) == []
+    assert found(hook.replace("grad is None", "grad.numel() == 0")) == [(5, "uneven-collective-count")]
     # modded-nanogpt: a rank-0 save in the last step, which every rank leaves with `break`
     last = HEAD + ("for step in range(n):\n    dist.all_reduce(t)\n    if step == n - 1:\n"
                    "        if rank == 0:\n            torch.save(model.state_dict(), 'm.pt')\n        break\n")
