@@ -38,8 +38,8 @@ from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S
 from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, _const,
-                                      _param_defaults, bound_arguments, call_name, dotted, ends_group, target_names,
-                                      walk_local)
+                                      _param_defaults, bound_arguments, call_name, dotted, ends_group, subtree,
+                                      target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
            "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
@@ -144,7 +144,7 @@ def _escaped(stmts: list[ast.stmt], escapes: tuple[str, ...]) -> frozenset[int]:
     """The ids of the statements in the bodies of the ``if``s whose test is one of the escapes."""
     out: set[int] = set()
     for stmt in stmts:
-        for node in ast.walk(stmt):
+        for node in subtree(stmt):
             if isinstance(node, ast.If) and ast.unparse(node.test) in escapes:
                 out.update(id(b) for b in node.body)
     return frozenset(out)
@@ -221,7 +221,7 @@ def _takes_turns(f: SourceFacts, stmt: ast.If) -> bool:
     if loop is None or not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.target, ast.Name):
         return False
     var = loop.target.id
-    for n in ast.walk(stmt.test):
+    for n in subtree(stmt.test):
         if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], ast.Eq):
             sides = (n.left, n.comparators[0])
             if any(isinstance(a, ast.Name) and a.id == var and f.is_rank_value(b) for a, b in (sides, sides[::-1])):
@@ -239,7 +239,7 @@ def _gated_alike(f: SourceFacts, line: int, cond: str, call: ast.Call) -> bool:
     for node in f.nodes:
         if isinstance(node, ast.If) and node.body and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0) \
                 and not node.lineno <= call.lineno <= (node.end_lineno or node.lineno):   # inside the callee
-            for name in (dotted(n) for n in ast.walk(node.test) if isinstance(n, ast.Attribute)):
+            for name in (dotted(n) for n in subtree(node.test) if isinstance(n, ast.Attribute)):
                 root = ".".join(name.split(".")[:2])
                 if root.count(".") == 1 and not f.is_rank_condition(node.test) \
                         and any(re.search(rf"{re.escape(root)}\b", text) for text in around):
@@ -256,7 +256,7 @@ def _after_a_sharded_branch(f: SourceFacts, call: ast.Call) -> bool:
     stmt = _statement_of(f, call)
     # open_lm: `"state_dict": cpu_state if args.fsdp else model.state_dict()`
     if stmt is not None and any(isinstance(n, ast.IfExp) and _SHARDING_TEST.search(ast.unparse(n.test))
-                                and any(m is call for m in ast.walk(n.orelse)) for n in ast.walk(stmt)):
+                                and any(m is call for m in subtree(n.orelse)) for n in subtree(stmt)):
         return True
     while stmt is not None and id(stmt) in f.parents:
         block, _i, owner = f.parents[id(stmt)]
@@ -363,8 +363,8 @@ def _per_rank_statistic(f: SourceFacts, stmt: ast.If) -> str | None:
     the loop at its own epoch. The name of the statistic, or None."""
     scope = f._scope_of(stmt.lineno) or f.tree
     reduced = {n.id for c in walk_local(scope) if isinstance(c, ast.Call) and f.collective_of(c) is not None
-               for a in c.args[:1] for n in ast.walk(a) if isinstance(n, ast.Name)}
-    for cmp in (n for n in ast.walk(stmt.test) if isinstance(n, ast.Compare)):
+               for a in c.args[:1] for n in subtree(a) if isinstance(n, ast.Name)}
+    for cmp in (n for n in subtree(stmt.test) if isinstance(n, ast.Compare)):
         if not all(isinstance(op, (ast.Gt, ast.Lt, ast.GtE, ast.LtE)) for op in cmp.ops):
             continue
         for side in [cmp.left, *cmp.comparators]:
@@ -446,7 +446,7 @@ def _counts_a_shared_list(f: SourceFacts, stmt: ast.If) -> bool:
     last = held.rsplit(".", 1)[-1]
     bound = [n.value for n in f.nodes if isinstance(n, ast.Assign)
              and any(isinstance(t, ast.Attribute) and t.attr == last for t in n.targets)]
-    return all(not any(f.is_rank_value(x) for x in ast.walk(v)) and not _SHARE_WORDS.search(ast.unparse(v))
+    return all(not any(f.is_rank_value(x) for x in subtree(v)) and not _SHARE_WORDS.search(ast.unparse(v))
                for v in bound)
 
 
@@ -739,7 +739,7 @@ class _RankWalk:
         rank_cond = f.rank_branch(stmt)
         data_cond = not rank_cond and (_is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
                                        and not _counts_a_shared_list(f, stmt)
-                                       and not _agreed(f, {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)},
+                                       and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
                                                        stmt.lineno, f.enclosing_function(stmt))
                                        or isinstance(exit_stmt, ast.Break) and _per_rank_statistic(f, stmt) is not None)
         if (isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or
@@ -830,7 +830,7 @@ def _collective_beside(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Si
     def search(stmts: list[ast.stmt]) -> Site | None:
         for st in stmts:
             if isinstance(st, ast.If) and id(st) in side and not (
-                    {dotted(n) for n in ast.walk(st.test) if isinstance(n, (ast.Name, ast.Attribute))} & changed):
+                    {dotted(n) for n in subtree(st.test) if isinstance(n, (ast.Name, ast.Attribute))} & changed):
                 site = search(st.body if side[id(st)] else st.orelse)
             else:
                 site = f.first_collective(st)
@@ -845,7 +845,7 @@ def _explicit_calls(f: SourceFacts, nodes: list[ast.stmt]) -> set[tuple[str, str
     reaches one (neuralangelo's own ``barrier()`` on both sides of ``master_first``)."""
     keys: set[tuple[str, str]] = set()
     for stmt in nodes:
-        for node in ast.walk(stmt):
+        for node in subtree(stmt):
             if not isinstance(node, ast.Call):
                 continue
             recv, name = call_name(node)
@@ -912,7 +912,7 @@ def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
         # staggered_object_creation: even ranks wait in __enter__, odd ones in __exit__)
         outer = [f.parents[id(scopes[-1])][2]]
     for scope in outer:
-        for node in ast.walk(scope):
+        for node in subtree(scope):
             if isinstance(node, ast.If) and node is not stmt and f.is_rank_condition(node.test):
                 text = ast.unparse(node.test)
                 if text == test:
@@ -1101,7 +1101,7 @@ def _rank_split_stream(f: SourceFacts, name: str, depth: int = 3) -> bool:
                 iterable = iterable or _rank_split_stream(other, text, depth - 1) or any(
                     "IterableDataset" in dotted(b) for b in inner[1].bases)
                 chain.append(inner)
-        nodes = [(facts, n) for facts, c in chain for n in ast.walk(c)]
+        nodes = [(facts, n) for facts, c in chain for n in subtree(c)]
         # (OpenChat's dataset hands the rank to its MultipackDistributedSampler, which gives every rank as many
         # batches)
         result = iterable and any(isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and facts.is_rank_value(n)
@@ -1189,12 +1189,12 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             values = bound.get(k, [])
         else:
             values = [value]
-        return bool(values) and all(_makes_padding_sampler(ast.walk(v)) for v in values)
+        return bool(values) and all(_makes_padding_sampler(subtree(v)) for v in values)
 
     def is_uneven(node: ast.AST, scope: str | None = None) -> bool:
         # a comprehension's own loop names (verl's `[n * ep_rank + i for ep_rank in range(ep_size)]`: one entry per
         # rank on every rank) are not this process's rank
-        own = {t for c in ast.walk(node) if isinstance(c, ast.comprehension) for t in target_names(c.target)}
+        own = {t for c in subtree(node) if isinstance(c, ast.comprehension) for t in target_names(c.target)}
         stack = [node]
         while stack:
             n = stack.pop()
@@ -1247,7 +1247,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 # share of the data; only what it holds can be one
                 stack.extend(x for x in (n.body, n.orelse) if not isinstance(x, ast.Constant))
                 continue
-            if isinstance(n, ast.Subscript) and any(f.is_rank_value(s) for s in ast.walk(n.slice)
+            if isinstance(n, ast.Subscript) and any(f.is_rank_value(s) for s in subtree(n.slice)
                                                     if isinstance(s, (ast.Name, ast.Attribute, ast.Call))):
                 return True
             if isinstance(n, (ast.Call, ast.Name, ast.Attribute)) and f.is_rank_value(n):
@@ -1298,7 +1298,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
     for name, defs in f.functions.items():
         for stmt in f.calls_to.get(name, []):
             caller = f.enclosing_function(stmt)
-            for call in (n for n in ast.walk(stmt) if isinstance(n, ast.Call) and call_name(n)[1] == name):
+            for call in (n for n in subtree(stmt) if isinstance(n, ast.Call) and call_name(n)[1] == name):
                 for fn in defs:
                     params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
                     if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
@@ -1394,7 +1394,7 @@ def _left_at_a_constant_default(defs: list[ast.FunctionDef | ast.AsyncFunctionDe
 
 
 def _names_in(test: ast.AST) -> frozenset[str]:
-    return frozenset(n.id for n in ast.walk(test) if isinstance(n, ast.Name))
+    return frozenset(n.id for n in subtree(test) if isinstance(n, ast.Name))
 
 
 def _second_of_main_first(f: SourceFacts, stmt: ast.If, work: Site) -> bool:
@@ -1410,7 +1410,7 @@ def _second_of_main_first(f: SourceFacts, stmt: ast.If, work: Site) -> bool:
     for prev in reversed(block[max(0, i - 3):i]):
         if isinstance(prev, ast.If) and f.is_rank_condition(prev.test) \
                 and ast.unparse(prev.test) != ast.unparse(stmt.test) and any(
-                    isinstance(n, ast.Call) and f"{dotted(n.func)}()" == label for b in prev.body for n in ast.walk(b)):
+                    isinstance(n, ast.Call) and f"{dotted(n.func)}()" == label for b in prev.body for n in subtree(b)):
             return True
     return False
 
@@ -1511,7 +1511,7 @@ def _tests_local_data(f: SourceFacts, stmt: ast.If) -> bool:
         if not (_DATA_NAME.search(text) and (_LOCAL_COUNT_TEST.search(text) or _EMPTY_TEST.search(text))
                 or _NAN.search(text)):
             continue
-        names = {n.id for n in ast.walk(term) if isinstance(n, ast.Name)} - {"len"}
+        names = {n.id for n in subtree(term) if isinstance(n, ast.Name)} - {"len"}
         if names <= settings or " is " in text and all(_set_alike(f, name, fn) for name in names):
             continue
         if _agreed(f, names, stmt.lineno, fn):
@@ -1542,7 +1542,7 @@ def _agreed(f: SourceFacts, names: set[str], before: int, fn: ast.AST | None) ->
     return bool(binds) and all(
         isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name) and any(
             isinstance(c, ast.Call) and (site := f.collective_of(c)) is not None and _AGREEING.search(site.label)
-            for c in ast.walk(b.value))
+            for c in subtree(b.value))
         for found in binds.values() for b in found)
 
 
@@ -1562,9 +1562,9 @@ def _capped_by_index(loop: ast.For | ast.AsyncFor, line: int) -> bool:
             and isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "enumerate"):
         return False
     index = loop.target.elts[0].id
-    for node in ast.walk(loop):
+    for node in subtree(loop):
         if isinstance(node, ast.If) and node.body and node.body[0].lineno <= line <= (node.end_lineno or node.lineno):
-            for cmp in ast.walk(node.test):
+            for cmp in subtree(node.test):
                 if isinstance(cmp, ast.Compare) and isinstance(cmp.left, ast.Name) and cmp.left.id == index \
                         and len(cmp.ops) == 1 and isinstance(cmp.ops[0], (ast.Lt, ast.LtE)):
                     return True
@@ -1605,7 +1605,7 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
     for node in f.nodes:
         if not isinstance(node, (ast.For, ast.AsyncFor)):
             continue
-        names = {dotted(n) for n in ast.walk(node.iter) if isinstance(n, (ast.Name, ast.Attribute))}
+        names = {dotted(n) for n in subtree(node.iter) if isinstance(n, (ast.Name, ast.Attribute))}
         fn = f.enclosing_function(node)
         if fn is not None:
             names |= {f"{fn.name}:{n}" for n in names}
@@ -1682,9 +1682,9 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                 continue
             if any(isinstance(n, ast.If) and _RUN_WIDE.search(ast.unparse(n.test))
                    and not (isinstance(n.test, ast.UnaryOp) and isinstance(n.test.op, ast.Not))
-                   and any(isinstance(b, ast.Raise) for b in n.body) for s in handler.body for n in ast.walk(s)):
+                   and any(isinstance(b, ast.Raise) for b in n.body) for s in handler.body for n in subtree(s)):
                 continue   # s3prl: `if is_initialized(): raise` before the single-process retry
-            if any(isinstance(n, ast.Call) and _EXITS.match(dotted(n.func)) for s in handler.body for n in ast.walk(s)):
+            if any(isinstance(n, ast.Call) and _EXITS.match(dotted(n.func)) for s in handler.body for n in subtree(s)):
                 continue
             # it tells the others itself (an all-reduce of a failure flag), on every path through it
             if any(f.first_collective(s) is not None for s in handler.body
@@ -1878,7 +1878,7 @@ def _kwargs_timeout(f: SourceFacts, call: ast.Call, name: str) -> ast.AST | None
     ``name = dict(timeout=...)``, ``{"timeout": ...}``, ``name.update(timeout=...)``, ``name["timeout"] = ...``."""
     scope: ast.AST = f.enclosing_function(call) or f.tree
     found: ast.AST | None = None
-    for node in walk_local(scope) if scope is not f.tree else ast.walk(scope):
+    for node in walk_local(scope) if scope is not f.tree else subtree(scope):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:

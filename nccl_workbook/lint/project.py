@@ -23,7 +23,7 @@ import ast
 from collections.abc import Callable
 from pathlib import Path
 
-from nccl_workbook.lint.source import SourceFacts
+from nccl_workbook.lint.source import SourceFacts, subtree
 
 __all__ = ["Project"]
 
@@ -133,7 +133,7 @@ class Project:
                 continue
             for called, name in names.items():
                 for stmt in other.calls_to.get(called, []):
-                    for node in ast.walk(stmt):
+                    for node in subtree(stmt):
                         if not isinstance(node, ast.Call):
                             continue
                         func = node.func

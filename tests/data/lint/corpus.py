@@ -42,8 +42,18 @@ def cache_dir() -> Path:
     return Path(os.environ.get("NCCL_WORKBOOK_LINT_CORPUS", "~/.cache/nccl-workbook/lint-corpus")).expanduser()
 
 
+_LOADED: dict[tuple[int, int], list[dict]] = {}
+
+
 def load_cases() -> list[dict]:
-    return json.loads(MANIFEST.read_text())["cases"]
+    """The manifest's cases, parsed once per version of the file (2 MB: read again for each of a case's
+    project files it cost the suite minutes). Read only: the tools that change the manifest load it apart."""
+    st = MANIFEST.stat()
+    key = (st.st_mtime_ns, st.st_size)
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = json.loads(MANIFEST.read_text())["cases"]
+    return _LOADED[key]
 
 
 def available(case: dict, cache: Path | None = None) -> Path | None:
