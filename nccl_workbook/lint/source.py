@@ -274,7 +274,7 @@ def _light_call(call: ast.Call) -> bool:
     if name in ("system", "run", "call", "check_call", "check_output") and recv in ("os", "subprocess") and call.args:
         # CLAP's `os.system(f"aws s3 cp .../sizes.json ./json_files/.../sizes.json")`: a shell command that moves
         # only small files
-        text = "".join(c.value for c in subtree(call.args[0])
+        text = "".join(c.value for c in ast.walk(call.args[0])   # in order: the f-string's parts joined
                        if isinstance(c, ast.Constant) and isinstance(c.value, str))
         files = re.findall(r"\.(\w+)(?=[\s'\"]|$)", text)
         return bool(files) and all(f".{ext.lower()}" in (*_SMALL_DOWNLOAD, ".csv") for ext in files)
@@ -542,8 +542,8 @@ class SourceFacts:
         #: ids of calls whose result a later save of the same function writes (open_clip's
         #: ``checkpoint_dict = save_checkpoint(...)`` then ``torch.save(checkpoint_dict, path)``)
         self._payloads: set[int] = set()
-        #: every node of the tree, in ``ast.walk``'s order: walked once here, read by every check
-        # breadth first, as ``ast.walk``: the passes over the file's assignments take them in this order
+        #: every node of the tree, in ``ast.walk``'s order (breadth first: the passes over the file's
+        #: assignments take them in this order): walked once here, read by every check
         self.nodes: list[ast.AST] = list(ast.walk(tree))
         self._index()
 

@@ -38,11 +38,12 @@ def test_skip_step_hangs_the_others_until_the_group_timeout(tmp_path) -> None:  
 
 
 def test_deadline_kills_a_hung_job_and_its_ranks(tmp_path) -> None:  # noqa: ANN001
-    with torchrun_job(TRAIN_DDP, "--fault", "stall-data", "--stall-s", "60", "--out-dir", str(tmp_path),
-                      nproc=2, deadline_s=10) as job:
+    # 25 s: time for two ranks to start on a loaded 2-core machine (10 s ran out before both were up, stop 31)
+    with torchrun_job(TRAIN_DDP, "--fault", "stall-data", "--stall-s", "120", "--out-dir", str(tmp_path),
+                      nproc=2, deadline_s=25) as job:
         job.rank_pids(2)
         t0 = time.monotonic()
         r = job.wait()
-        assert r.timed_out and time.monotonic() - t0 < 20
+        assert r.timed_out and time.monotonic() - t0 < 35
         time.sleep(0.5)
         assert marked_processes(job.job_id) == []  # torchrun stopped its ranks on the deadline's SIGTERM
