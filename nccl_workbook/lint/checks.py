@@ -1878,7 +1878,7 @@ def _kwargs_timeout(f: SourceFacts, call: ast.Call, name: str) -> ast.AST | None
     ``name = dict(timeout=...)``, ``{"timeout": ...}``, ``name.update(timeout=...)``, ``name["timeout"] = ...``."""
     scope: ast.AST = f.enclosing_function(call) or f.tree
     found: ast.AST | None = None
-    for node in walk_local(scope) if scope is not f.tree else subtree(scope):
+    for node in walk_local(scope) if scope is not f.tree else f.nodes:   # the last binding found wins: in order
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
