@@ -291,6 +291,7 @@ _MODEL_STATE = re.compile(r"(?i)model|optim|ema|weight|param|module|net\b")
 _SMALL_FILE_NAME = re.compile(r"(?i)(^|_)(metadata|symlink|config|cfg)(_|$)")
 _SMALL_DOWNLOAD = (".json", ".txt", ".yaml", ".yml", ".md", ".model", ".tiktoken")
 _FIGURE = (".pdf", ".png", ".jpg", ".jpeg", ".svg", ".gif")
+_TEXT_FILE = (".json", ".yaml", ".yml", ".txt", ".csv", ".md", ".log")
 
 
 #: a path that names a checkpoint (a copy of it is a copy of the model's weights; `score_sde/models` is source)
@@ -308,6 +309,13 @@ def _writes_a_figure(call: ast.Call) -> bool:
     if _MEDIA.search(recv.rsplit(".", 1)[-1].lower()) or any(_MEDIA.search(p) for p in _parts(name)):
         return True
     return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower().endswith(_FIGURE)
+               for a in [*call.args, *(k.value for k in call.keywords)] for n in subtree(a))
+
+
+def _writes_a_text_file(call: ast.Call) -> bool:
+    """A save whose file name (a literal among its arguments) is a text file: JSON, YAML, a table or a log
+    (THUMT's ``export_params(params.output, "params.json", params)``). A model is not written as text."""
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower().endswith(_TEXT_FILE)
                for a in [*call.args, *(k.value for k in call.keywords)] for n in subtree(a))
 
 
@@ -1358,8 +1366,10 @@ class SourceFacts:
                 # sends its files there and then
                 return None
             return Site(node.lineno, label, "logging")
-        if {"save", "export", "write"} & set(_parts(name)) and (_writes_a_figure(node) or self._under_media_test(node)):
-            return None   # nnU-Net's architecture PDF, StyleGAN2-ADA's `save_image_grid(..., 'reals.png')`
+        if {"save", "export", "write", "dump"} & set(_parts(name)) and (
+                _writes_a_figure(node) or _writes_a_text_file(node) or self._under_media_test(node)):
+            return None   # nnU-Net's architecture PDF, StyleGAN2-ADA's `save_image_grid(..., 'reals.png')`,
+            # THUMT's `export_params(output, "params.json", params)`
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
             inner = self.function_long_work(name)
             if inner is not None:

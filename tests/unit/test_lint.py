@@ -351,6 +351,19 @@ def test_held_out_false_reports_of_the_last_round() -> None:
     assert found(shared) == [(6, "uneven-collective-count")]
 
 
+def test_false_reports_fixed_in_stop_32() -> None:
+    # THUMT: rank 0 writes its hyper-parameters as JSON before the group's first broadcast; a text file is small
+    text = HEAD + ("def export_params(d, name, params):\n    with open(name, 'w') as f:\n        f.write(str(params))\n"
+                   "if rank == 0:\n    export_params(out, 'params.json', params)\n    export_params(out, '%s.json' % m, p)\n"
+                   "dist.broadcast(t, 0)\n")
+    assert found(text) == []
+    assert found(text.replace("'params.json'", "'params.pt'").replace("'%s.json' % m", "'%s.pt' % m")) == \
+        [(7, "rank0-long-work-before-collective")]   # one report for the region, at its first call
+    # the file name built with `%`: its literal part still says JSON
+    assert found(text.replace("'params.json'", "'params.pt'")) == [(7, "rank0-long-work-before-collective")]
+    assert found(text.replace("    export_params(out, 'params.json', params)\n", "")) == []
+
+
 def test_dataloader_timeout_in_a_conditional_expression() -> None:
     # MU-Diff: `timeout=timeout_s if workers > 0 else 0` (a timeout needs workers); NCCL's default group: 600 s
     src = (HEAD + "import os\nfrom torch.utils.data import DataLoader\ndist.init_process_group('nccl')\n"
