@@ -250,6 +250,31 @@ def _gated_alike(f: SourceFacts, line: int, cond: str, call: ast.Call) -> bool:
 _SHARDING_TEST = re.compile(r"(?i)deepspeed|fsdp|zero|shard")
 
 
+def _sharded_alike_elsewhere(f: SourceFacts, call: ast.Call, cond: str) -> bool:
+    """audiocraft: ``if not is_rank_zero() and not is_sharded: return``, then
+    ``checkpoint.save_checkpoint(state, path, is_sharded)``, whose barriers (in another file) run only ``if
+    is_sharded:``. The collective of a function of another file is behind a test of a sharding setting that
+    the call's own condition names too: sharded, every rank comes in; unsharded, no collective is reached."""
+    recv, name = call_name(call)
+    ext = f.external(recv, name)
+    if ext is None:
+        return False
+    other, func = ext
+    inner = other.function_collective(func, include_backward=False)
+    if inner is None or inner.path:
+        return False
+    around = [cond] + [ast.unparse(n.test) for n in _enclosing_ifs(f, call)]
+    for node in other.nodes:
+        if isinstance(node, ast.If) and node.body \
+                and node.body[0].lineno <= inner.line <= (node.body[-1].end_lineno or 0):
+            for term in {dotted(n) for n in subtree(node.test) if isinstance(n, (ast.Name, ast.Attribute))}:
+                last = term.rsplit(".", 1)[-1]
+                if _SHARDING_TEST.search(last) and not other.is_rank_condition(node.test) \
+                        and any(re.search(rf"(?<![\w]){re.escape(last)}\b", text) for text in around):
+                    return True
+    return False
+
+
 def _after_a_sharded_branch(f: SourceFacts, call: ast.Call) -> bool:
     """Is the call in the ``else``/``elif`` of an ``if`` that tests for DeepSpeed, FSDP or sharding? There
     the model is not sharded, and its ``state_dict()`` is this rank's own."""
@@ -460,6 +485,9 @@ def _without_shared(text: str) -> str:
     text = re.sub(r"[\w.]*is(nan|inf|finite)\(\s*[\w.]*(grad_norm|total_norm)\w*\s*\)|[\w.]*(grad_norm|total_norm)\w*",
                   "", text)
     text = re.sub(r"[\w.\[\]'\"]*(_idx|_index|_id|_step|_iter|_file|_path|_dir|_name)\b['\"]?\]?", "", text)
+    # whether a parameter has a gradient follows the graph, and so does a list of the gradients there are
+    # (rl_games: `if not all_grads_list: return` before the all-reduce of their concatenation)
+    text = re.sub(r"(?<![\w.])(?:[A-Za-z0-9]+_)*(?:grads?|gradients?)(?:_[A-Za-z0-9]+)*(?![\w(.\[])", "", text)
     # a setting of the run's configuration, read the same way on every rank (Amphion's
     # `if not self.cfg.train.use_dynamic_batchsize: return ...`)
     text = re.sub(r"(?<![\w.])(self\.)?(cfg|config|conf|args|opt|opts|hparams|hps|settings)\.[\w.]+", "", text)
@@ -620,7 +648,8 @@ class _RankWalk:
         if "(sharded model)" in site.label and _after_a_sharded_branch(self.f, call):
             return   # FunASR: `if self.use_deepspeed: ... elif self.rank == 0: model.state_dict()`
         if ours and site.reaches and _gated_alike(self.f, site.reaches, cond, call) \
-                or site.kind == "gathers shards" and _sharded_or_rank(self.f, call, line):
+                or site.kind == "gathers shards" and _sharded_or_rank(self.f, call, line) \
+                or ours and not site.reaches and _sharded_alike_elsewhere(self.f, call, cond):
             return
         if _mirrored_at_exit(self.f, call, line):
             return
@@ -671,7 +700,7 @@ class _RankWalk:
             f"{work.label} runs only {only}, while the other ranks go on to "
             f"{nxt.label} at {nxt.at}",
             scenario="slow-metrics-on-rank0" if work.kind == "logging" else "", across=bool(nxt.path) and not nxt.by_base,
-            note=_save_note(work, self.f)))
+            note=_save_note(work, self.f), why=_wait_why(self.f)))
 
     def rank_work_elsewhere(self, stmt: ast.Expr | ast.Assign, recv: str, name: str) -> None:
         """Every rank calls a function of another file of the project that ends in long work on some ranks
@@ -684,7 +713,8 @@ class _RankWalk:
         inherited = recv in ("self", "super()")   # no caller of the other file is found through `self.`
         if ext is None or f.project is None or f.project.named(Path(ext[0].path)) and not inherited or self.budgeted:
             return
-        inner = _rank_work_in(*ext)
+        cls = f.instance_class(recv)   # `ewa.step()`: the step of ewa's class, not another class's of that file
+        inner = _rank_work_in(*ext, cls=cls)
         if inner is None:
             return
         cond, work, test_names = inner
@@ -692,7 +722,7 @@ class _RankWalk:
         assert isinstance(call, ast.Call)
         if any(kw.arg in test_names and isinstance(kw.value, ast.Constant) for kw in call.keywords):
             return   # icefall's `save_checkpoint_impl(..., rank=0)`: every rank that calls it saves
-        if _left_at_a_constant_default(ext[0].functions.get(ext[1], []), call, test_names):
+        if _left_at_a_constant_default(ext[0].defs_of(ext[1], cls), call, test_names):
             return   # contriever's `evaluate_model(..., is_main=True)` called without is_main: every rank evaluates
         nxt = f.next_collective_after(stmt)
         if nxt is None or f.waits_for_others(nxt.line):
@@ -701,7 +731,7 @@ class _RankWalk:
         self.out.append(RawFinding(
             Rule.RANK0_LONG_WORK, stmt.lineno,
             f"{label} runs {work.label} at {work.at} only {cond}, while the other ranks go on to {nxt.label} at "
-            f"{nxt.at}", note=_save_note(work, f, ext[0])))
+            f"{nxt.at}", note=_save_note(work, f, ext[0]), why=_wait_why(f)))
 
     def _explicit_collective(self, stmts: list[ast.stmt], skip: frozenset[int] = frozenset(), *,
                              sharded_alike: bool = False) -> bool:
@@ -1335,19 +1365,20 @@ def _save_note(work: Site, *files: SourceFacts) -> str:
     return SAVE_NOTE if work.kind == "save" and not any(f.may_be_big() for f in files) else ""
 
 
-def _rank_work_in(f: SourceFacts, name: str, depth: int = 2) -> tuple[str, Site, frozenset[str]] | None:
+def _rank_work_in(f: SourceFacts, name: str, depth: int = 2, cls: str | None = None
+                  ) -> tuple[str, Site, frozenset[str]] | None:
     """Long work a function does on some ranks only, with no collective after it inside the function: the
     condition (said for a message), the work, in the function's file, and the names the rank test reads
     (a caller that passes one of them as a constant, ``rank=0``, runs the work itself); or None. Found as a rank ``if``
     (``elif rank == 0: save_checkpoint(...)``), a helper named for the main process (``save_on_master``), or
-    a function of the same file that does so (``depth`` levels)."""
-    key = ("rank_work_in", name)
+    a function of the same file that does so (``depth`` levels). With ``cls``, the method of that class."""
+    key = ("rank_work_in", f"{cls}.{name}" if cls else name)
     if key in f.memo:
         return f.memo[key]   # type: ignore[return-value]
     f.memo[key] = None   # recursion guard
     where = Path(f.path).name
     found: tuple[str, Site, frozenset[str]] | None = None
-    for fn in f.functions.get(name, []):
+    for fn in f.defs_of(name, cls):
         # a guard (`if rank != 0: return`, icefall's checkpoint helpers), then the work, with no collective
         for i, stmt in enumerate(fn.body):
             if isinstance(stmt, ast.If) and not stmt.orelse and isinstance(_exits(stmt.body), ast.Return) \
@@ -1834,9 +1865,40 @@ def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
             found = other.memo[key]   # type: ignore[assignment]
             if found is not None:
                 break
+    if found is None and backend == "nccl" and _calls_init_distributed(f):
+        # DeepSpeed's init_distributed() passes its own default, deepspeed.constants.default_pg_timeout: 30 min
+        # (DEEPSPEED_TIMEOUT, in minutes, in newer versions), not torch's 10
+        found = (DEEPSPEED_DEFAULT_PG_TIMEOUT_S, "DeepSpeed's default process-group timeout")
     result = found or (DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout")
     f.memo[("pg_timeout", "")] = result
     return result
+
+
+DEEPSPEED_DEFAULT_PG_TIMEOUT_S = 1800.0
+
+
+def _calls_init_distributed(f: SourceFacts) -> bool:
+    """Does the script, or a local file it imports, create the group with DeepSpeed's ``init_distributed()``?"""
+    def calls(facts: SourceFacts) -> bool:
+        return any(isinstance(n, ast.Call) and call_name(n)[1] == "init_distributed" for n in facts.nodes)
+    return calls(f) or any(calls(other) for other in f.local_modules())
+
+
+def _wait_why(f: SourceFacts) -> str:
+    """Rule 2's sentence, with the timeout the others wait under when it is not torch's NCCL default (a file
+    checked as an import of the script: the script's, when it sets one and the file does not)."""
+    seconds, how = _pg_timeout(f)
+    if how.startswith("the default") and f.project is not None:
+        for script in f.project.scripts():
+            if script is not f and not _pg_timeout(script)[1].startswith("the default"):
+                seconds, how = _pg_timeout(script)
+                how = how if how.startswith("DeepSpeed's") else f"{how} of {Path(script.path).name}"
+                break
+    if seconds is None or how == "the default NCCL process-group timeout":
+        return ""   # the rule's own sentence: 10 min by default for NCCL
+    length = f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+    said = how if how.startswith(("the default", "DeepSpeed's")) else f"set by {how}"
+    return f"they wait there, with the process-group timeout running ({length}: {said}), for as long as this work takes"
 
 
 def _pg_timeout_in(f: SourceFacts, names: tuple[str, ...],

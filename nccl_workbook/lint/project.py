@@ -86,6 +86,10 @@ class Project:
         """Does ``test`` hold for a file named on the command line?"""
         return any(f is not None and test(f) for f in (self.facts(p) for p in self._named))
 
+    def scripts(self) -> list[SourceFacts]:
+        """The parsed files named on the command line."""
+        return [f for f in (self.facts(p) for p in self._named) if f is not None]
+
     def checked(self) -> list[SourceFacts]:
         """The parsed files whose findings are reported (named, or imported by a named one)."""
         return [f for f in (self.facts(p) for p in self._given) if f is not None]

@@ -260,6 +260,8 @@ def _light(site: Site) -> bool:
 #: an iterable that loads data as it is walked (walking it is the work, whatever the body does)
 _PIPELINE = re.compile(r"loader|dataset(?!_?(indices|idx|ids?|names?|keys|sizes?|lens?|splits?)\b)|dataloader|"
                        r"iterator|stream", re.IGNORECASE)   # (RDT's `zip(dataset_indices, losses)` walks numbers)
+#: a loop over the entries of the run's settings (``config['eval_datasets']``): a few names and paths, not data
+_SETTING_ENTRIES = re.compile(r"(self\.)?(config|cfg|conf|args|opt|opts|hparams|settings)\b\s*[\[.]")
 _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add", "pop", "format", "join", "len",
                           "range", "str", "int", "float", "repr", "enumerate", "zip", "isinstance", "getattr",
                           "setattr", "sorted", "min", "max", "sum", "abs", "round", "exists", "isfile", "isdir",
@@ -278,6 +280,9 @@ def _light_call(call: ast.Call) -> bool:
                        if isinstance(c, ast.Constant) and isinstance(c.value, str))
         files = re.findall(r"\.(\w+)(?=[\s'\"]|$)", text)
         return bool(files) and all(f".{ext.lower()}" in (*_SMALL_DOWNLOAD, ".csv") for ext in files)
+    if name in ("copy", "copyfile", "copy2") and recv == "shutil" and call.args \
+            and re.search(r"(?i)config|cfg|\.(toml|ya?ml|json|txt)\b|(^|\W)args\b", ast.unparse(call.args[0])):
+        return True   # diffusion-pipe's `shutil.copy(eval_dataset['config'], run_dir)`: a configuration file
     # a TensorBoard writer's add_scalar/add_image (RT-DETR's loop over its test stats) is queued to a file
     return name in _LIGHT_CALLS or name in ("makedirs", "mkdir") or name[:1].isupper() or _log_line_name(name) \
         or _writes_a_figure(call) or name.startswith("add_") and "writer" in recv.lower() \
@@ -299,7 +304,8 @@ _CHECKPOINT_PATH = re.compile(r"(?i)ckpt|checkpoint|resume|weights?\b|\.pth?\b|\
 #: a string that may name a module of the project (``"models.model"``): only a file that exists is read
 _MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 #: a sample written out: one image, clip or sound (its generation, if any, is the long work, not its write)
-_MEDIA = re.compile(r"(^|_)(img|imgs|image|images|im|pil|grid|frame|frames|picture|video|videos|gif|audio|wav|mp4)$")
+_MEDIA = re.compile(r"(^|_)(img|imgs|image|images|im|pil|grid|frame|frames|picture|video|videos|gif|audio|wav|mp4|"
+                    r"spectrogram|spectrograms)$")   # (audiocraft's save_spectrograms: a PDF of one sample's)
 
 
 def _writes_a_figure(call: ast.Call) -> bool:
@@ -1101,24 +1107,44 @@ class SourceFacts:
         imported name."""
         if ("instances", "") not in self.memo:
             out: dict[str, str] = {}
+            classes: dict[str, str] = {}
             for node in self.nodes:
                 if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
                     continue
                 func = node.value.func
                 if isinstance(func, ast.Name) and func.id in self.import_from and func.id[:1].isupper():
                     imported = func.id
+                    cls = self.import_from[func.id][1] or func.id
                 elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
                         and func.value.id in self.import_from and func.attr[:1].isupper():
                     # a class of an imported module (EDM2's `checkpoint = dist.CheckpointIO(...)`, with
                     # `from torch_utils import distributed as dist`): the module's name
                     imported = func.value.id
+                    cls = func.attr
                 else:
                     continue
                 for t in node.targets:
                     if isinstance(t, (ast.Name, ast.Attribute)):
                         out[dotted(t)] = imported
+                        classes[dotted(t)] = cls
             self.memo[("instances", "")] = out
+            self.memo[("instance classes", "")] = classes
         return self.memo[("instances", "")]   # type: ignore[return-value]
+
+    def instance_class(self, recv: str) -> str | None:
+        """The name of the imported class whose object ``recv`` is (``ewa = ExponentialWeightAverager(...)``)."""
+        self._instances()
+        return self.memo[("instance classes", "")].get(recv)   # type: ignore[union-attr]
+
+    def defs_of(self, name: str, cls: str | None = None) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The functions named ``name``; with ``cls``, only the methods of that class when it has one
+        (llm-baselines: ``WeightAverager.step`` saves on rank 0, ``ExponentialWeightAverager.step`` does not)."""
+        defs = self.functions.get(name, [])
+        if cls and len(defs) > 1:
+            own = [fn for n in self.nodes if isinstance(n, ast.ClassDef) and n.name == cls
+                   for fn in n.body if any(fn is d for d in defs)]
+            return own or defs
+        return defs
 
     def _base_modules(self) -> list[SourceFacts]:
         """The files of the project that define a base class of a class of this file."""
@@ -1340,7 +1366,8 @@ class SourceFacts:
             if LOOP_DATA.search(text):
                 # a dict of loaders walked for its names (DUSt3R's `for test_name in data_loader_test:` that
                 # builds a log line) loads nothing
-                names = isinstance(node.target, ast.Name) and re.search(r"(^|_)(name|key|k)$", node.target.id)
+                names = isinstance(node.target, ast.Name) and re.search(r"(^|_)(name|key|k)$", node.target.id) \
+                    or _SETTING_ENTRIES.match(text)   # diffusion-pipe's `for d in config['eval_datasets']:`
                 if (names or not _PIPELINE.search(text)) and all(
                         _light_call(c) for s in node.body for c in walk_local(s) if isinstance(c, ast.Call)):
                     return None   # minimind's `for i in range(len(prompts)): Logger(prompts[i])`; BigVGAN's
@@ -1380,7 +1407,7 @@ class SourceFacts:
         ext = self.external(recv, name)
         if ext is not None:
             other, func = ext
-            inner = other.function_long_work(func)
+            inner = other.function_long_work(func, self.instance_class(recv))
             if inner is not None:
                 inner = self._elsewhere(other, inner)
                 extra = "" if inner.label in (label, f"{func}()") else f" (which runs {inner.label} at {inner.at})"
@@ -1393,6 +1420,8 @@ class SourceFacts:
             return None
         if _log_line_name(name) or name[:1].isupper():   # a class being built (open_clip's SampleWeightedEMA())
             return None
+        if name in ("eval", "exec") and not recv and name not in self.imported:
+            return None   # Python's own: YOLOP's `eval('dataset.' + cfg.DATASET.DATASET)(...)` names a class
         parts = _parts(name)
         if name in ("copy", "copyfile", "copy2", "copytree", "move") and recv and len(node.args) >= 2 \
                 and re.search(r"(?i)shutil|path_?mgr|pathmanager|\bfs\b|gfile|file_io", recv) \
@@ -1478,13 +1507,15 @@ class SourceFacts:
         line = getattr(node, "lineno", 0)
         return any(lo <= line <= hi for lo, hi in self._adapter_lines)
 
-    def function_long_work(self, name: str) -> Site | None:
-        """The first long work a function of this file does (its name may say it: ``evaluate``)."""
-        if name in self._long:
-            return self._long[name]
-        self._long[name] = None
+    def function_long_work(self, name: str, cls: str | None = None) -> Site | None:
+        """The first long work a function of this file does (its name may say it: ``evaluate``); with ``cls``,
+        the method of that class."""
+        key = f"{cls}.{name}" if cls else name
+        if key in self._long:
+            return self._long[key]
+        self._long[key] = None
         found: Site | None = None
-        for fn in self.functions.get(name, []):
+        for fn in self.defs_of(name, cls):
             if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name) \
                     and not _small_save_name(name):   # InternImage's save_config: what it does decides
                 if not self._writes_metadata_only(fn) and not self._only_light_calls(fn):
@@ -1505,7 +1536,7 @@ class SourceFacts:
             found = found or light
             if found:
                 break
-        self._long[name] = found
+        self._long[key] = found
         return found
 
     def _named_save_kind(self, name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:

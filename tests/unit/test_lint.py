@@ -1937,3 +1937,124 @@ def test_a_helper_that_gathers_only_what_it_is_not_given(tmp_path: Path) -> None
                                                  "convert_checkpoint_to_hf(path)"))
     assert [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([script]).findings] == [
         ("callback.py", 6, "collective-in-rank-branch")]
+
+
+def _found_in(script: Path) -> list[tuple[str, int, str]]:
+    return [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([script]).with_notes]
+
+
+def test_held_out_round_24_a_method_of_the_object_s_own_class(tmp_path: Path) -> None:
+    """llm-baselines: two classes of another file define ``step``; only ``WeightAverager.step`` saves on rank 0.
+    ``ewa.step()`` on an ``ExponentialWeightAverager`` is that class's step, which saves nothing."""
+    script = _project(tmp_path, {
+        "train.py": """\
+            import torch
+            import torch.distributed as dist
+            from averaging import WeightAverager, ExponentialWeightAverager
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            model = DDP(net)
+            avg = {cls}(net)
+            for batch in loader:
+                loss = model(batch).sum()
+                loss.backward()
+                avg.step(net, dist.get_rank() == 0)
+            """.replace("{cls}", "ExponentialWeightAverager"),
+        "averaging.py": """\
+            import torch
+            class WeightAverager:
+                def step(self, model, is_master_rank=True):
+                    if is_master_rank:
+                        torch.save(model.state_dict(), "avg.pt")
+            class ExponentialWeightAverager:
+                def step(self, model, is_master_rank=True):
+                    self.count += 1
+            """})
+    assert _found_in(script) == []
+    script.write_text(script.read_text().replace("avg = ExponentialWeightAverager", "avg = WeightAverager"))
+    assert _found_in(script) == [("train.py", 10, "rank0-long-work-before-collective")]
+
+
+def test_held_out_round_24_a_barrier_only_when_sharded(tmp_path: Path) -> None:
+    """audiocraft: ``if not is_rank_zero() and not is_sharded: return`` before ``save_checkpoint(state, path,
+    is_sharded)``, whose barriers (in another file) run only ``if is_sharded:``: sharded, every rank comes in;
+    unsharded, rank 0 reaches no barrier."""
+    files = {
+        "solver.py": """\
+            import torch.distributed as dist
+            import checkpoint
+            def save_checkpoints(state, path, cfg):
+                is_sharded = cfg.fsdp.use
+                if not dist.get_rank() == 0 and not is_sharded:
+                    return
+                checkpoint.save_checkpoint(state, path, is_sharded)
+            """,
+        "checkpoint.py": """\
+            import torch
+            import torch.distributed as dist
+            def save_checkpoint(state, path, is_sharded=False):
+                def _barrier_if_sharded():
+                    if is_sharded:
+                        dist.barrier()
+                torch.save(state, path)
+                _barrier_if_sharded()
+            """}
+    assert _found_in(_project(tmp_path / "a", files)) == []
+    # a barrier behind a test of something else: rank 0 alone reaches it
+    files["checkpoint.py"] = files["checkpoint.py"].replace("if is_sharded:", "if path.endswith('.pt'):")
+    assert ("solver.py", 7, "collective-in-rank-branch") in _found_in(_project(tmp_path / "b", files))
+
+
+def test_held_out_round_24_false_reports() -> None:
+    # rl_games: which parameters have gradients follows the graph, the same on every rank
+    grads = HEAD + ("def update(model):\n    all_grads_list = []\n    for p in model.parameters():\n"
+                    "        if p.grad is not None:\n            all_grads_list.append(p.grad.view(-1))\n"
+                    "    if not all_grads_list:\n        return\n    dist.all_reduce(torch.cat(all_grads_list))\n")
+    assert found(grads) == []
+    assert found(grads.replace("all_grads_list", "batch_list")) == [(9, "uneven-collective-count")]
+    # YOLOP: Python's eval() builds the validation set's class from its name
+    built = HEAD + "if rank in [-1, 0]:\n    ds = eval('dataset.' + name)(cfg)\ndist.barrier()\n"
+    assert found(built) == []
+    assert found(built.replace("ds = eval('dataset.' + name)(cfg)", "evaluate(model)")) == \
+        [(4, "rank0-long-work-before-collective")]
+    # audiocraft: a spectrogram of one sample written as a figure
+    spec = HEAD + "if rank == 0:\n    save_spectrograms(ys, path=p)\ndist.barrier()\n"
+    assert found(spec) == []
+    assert found(spec.replace("save_spectrograms(ys", "save_checkpoint(model")) == \
+        [(4, "rank0-long-work-before-collective")]
+    # diffusion-pipe: the configuration files of the run copied beside its outputs
+    configs = HEAD + ("import shutil\nif rank == 0:\n    shutil.copy(args.config, run_dir)\n"
+                      "    for eval_dataset in config['eval_datasets']:\n"
+                      "        shutil.copy(eval_dataset['config'], run_dir)\ndist.barrier()\n")
+    assert found(configs) == []
+    assert found(configs.replace("eval_dataset['config']", "eval_dataset['checkpoint']")) == \
+        [(6, "rank0-long-work-before-collective")]   # the loop, which copies checkpoints
+
+
+def test_rank0_work_names_the_timeout_in_effect(tmp_path: Path) -> None:
+    """The others wait under the group's timeout: DeepSpeed's init_distributed() gives 30 min, not torch's 10;
+    a timeout the script sets is named with where it is set; a file imported by the script says the script's."""
+    def message(src: str) -> str:
+        (f,) = lint_source(textwrap.dedent(src).lstrip("\n"))
+        return f.message
+    body = "if rank == 0:\n    evaluate(model)\ndist.barrier()\n"
+    assert "(10 min by default for NCCL)" in message(HEAD + "dist.init_process_group('nccl')\n" + body)
+    assert "(30 min: DeepSpeed's default process-group timeout)" in message(
+        HEAD + "import deepspeed\ndeepspeed.init_distributed()\n" + body)
+    assert "(20 min: set by `init_process_group(timeout=...)` at line 4)" in message(
+        HEAD + "from datetime import timedelta\ndist.init_process_group('nccl', timeout=timedelta(minutes=20))\n" + body)
+    script = _project(tmp_path, {
+        "train.py": """\
+            import deepspeed
+            from engine import run
+            deepspeed.init_distributed()
+            run()
+            """,
+        "engine.py": """\
+            import torch.distributed as dist
+            def run():
+                if dist.get_rank() == 0:
+                    evaluate(model)
+                dist.barrier()
+            """})
+    (f,) = lint_paths([script]).findings
+    assert Path(f.path).name == "engine.py" and "(30 min: DeepSpeed's default process-group timeout)" in f.message
