@@ -1629,13 +1629,65 @@ def _model_forward(f: SourceFacts, stmts: list[ast.stmt], depth: int = 2) -> Sit
     return None
 
 
+_NAMES_RANK = re.compile(r"(?i)rank|main|master|zero|primary|chief|leader|ordinal|process_index")
+
+
+def _bound_on_some_ranks(f: SourceFacts, loop: ast.For | ast.AsyncFor) -> tuple[str, int, str, int] | None:
+    """YOLOP: ``begin_epoch = cfg.TRAIN.BEGIN_EPOCH``, then ``if rank in [-1, 0]: ... begin_epoch =
+    checkpoint['epoch']`` (the resume state loaded on rank 0 only), then ``for epoch in range(begin_epoch + 1,
+    end):``. A bound of a ``range`` loop last set inside a rank test, over a value every rank set before, and
+    not handed to a collective since: the ranks run the loop a different number of times. The name, the line
+    and text of the rank test, and the line of the value the other ranks keep; or None."""
+    if not (isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "range") \
+            or any(f.is_rank_condition(i.test) for i in _enclosing_ifs(f, loop)):
+        return None
+    scope = f.enclosing_function(loop) or f.tree
+    for name in dict.fromkeys(n.id for a in loop.iter.args for n in subtree(a) if isinstance(n, ast.Name)):
+        binds = [n for n in walk_local(scope) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                 and n.lineno < loop.lineno and name in [x for t in (n.targets if isinstance(n, ast.Assign)
+                                                                    else [n.target]) for x in target_names(t)]]
+        plain = [b for b in binds if not any(f.is_rank_condition(i.test) for i in _enclosing_ifs(f, b))]
+        # (a test that names the rank: Tacotron 2's `if checkpoint_path is not None:` is read as one elsewhere)
+        ranked = [(b, next(i for i in _enclosing_ifs(f, b) if f.is_rank_condition(i.test))) for b in binds
+                  if b not in plain]
+        ranked = [(b, i) for b, i in ranked if _NAMES_RANK.search(ast.unparse(i.test))]
+        if not plain or not ranked:
+            continue
+        last = max(b.lineno for b in plain)
+        late = [(b, i) for b, i in ranked if b.lineno > last and not i.lineno <= loop.lineno <= (i.end_lineno or 0)]
+        if not late:
+            continue
+        test = late[0][1]
+        # handed to a collective after the test (`dist.broadcast_object_list([begin_epoch], src=0)`): agreed
+        if any(isinstance(c, ast.Call) and test.lineno < c.lineno < loop.lineno
+               and any(isinstance(x, ast.Name) and x.id == name for a in c.args for x in subtree(a))
+               and f.collective_of(c) is not None for c in walk_local(scope)):
+            continue
+        return name, test.lineno, _cond_text(test.test), last
+    return None
+
+
 def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
-    """``uneven-collective-count``: a collective per pass of a loop over a per-rank share of the data."""
+    """``uneven-collective-count``: a collective per pass of a loop over a per-rank share of the data, or a
+    ``range`` whose bound is set on some ranks only."""
     uneven = _uneven_names(f)
     out: list[RawFinding] = []
     for node in f.nodes:
         if not isinstance(node, (ast.For, ast.AsyncFor)):
             continue
+        some = _bound_on_some_ranks(f, node)
+        if some is not None:
+            site = f.first_collective(node.body)
+            if site is not None and not _under_join(f, node) and not _point_to_point(site):
+                name, line, cond, kept = some
+                out.append(RawFinding(
+                    Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
+                    f"{site.label} runs once per pass of the loop at line {node.lineno} over "
+                    f"`{_cond_text(node.iter)}`, whose bound `{name}` is set only where `{cond}` (line {line}) "
+                    f"holds (the other ranks keep the value of line {kept})",
+                    fix=f"set `{name}` alike on every rank: read the resume state on every rank, or send it from the "
+                        f"one that reads it with `dist.broadcast_object_list([{name}], src=0)`"))
+                continue
         names = {dotted(n) for n in subtree(node.iter) if isinstance(n, (ast.Name, ast.Attribute))}
         fn = f.enclosing_function(node)
         if fn is not None:

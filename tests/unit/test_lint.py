@@ -2058,3 +2058,22 @@ def test_rank0_work_names_the_timeout_in_effect(tmp_path: Path) -> None:
             """})
     (f,) = lint_paths([script]).findings
     assert Path(f.path).name == "engine.py" and "(30 min: DeepSpeed's default process-group timeout)" in f.message
+
+
+def test_a_loop_bound_set_on_some_ranks_only() -> None:
+    """YOLOP (held-out round 24, missed blind): the resume epoch is read from the checkpoint on rank 0 only, so
+    rank 0 runs fewer epochs of the training loop than the others, which then wait in its DDP backward."""
+    src = HEAD + ("from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(net)\n"
+                  "begin_epoch = cfg.BEGIN_EPOCH\nif rank in [-1, 0]:\n    ckpt = torch.load(path)\n"
+                  "    begin_epoch = ckpt['epoch']\n{agree}for epoch in range(begin_epoch + 1, cfg.END_EPOCH + 1):\n"
+                  "    loss = model(x)\n    loss.backward()\n")
+    (f,) = lint_source(src.format(agree=""))
+    assert (f.line, f.rule.value) == (11, "uneven-collective-count")   # the DDP forward, first
+    assert "whose bound `begin_epoch` is set only where `rank in [-1, 0]` (line 6)" in f.message
+    assert "broadcast_object_list([begin_epoch], src=0)" in f.fix
+    # sent from rank 0 to the others, or read on every rank: the same count everywhere
+    assert found(src.format(agree="obj = [begin_epoch]\ndist.broadcast_object_list(obj, src=0)\n"
+                                  "begin_epoch = obj[0]\n")) == []
+    assert found(src.format(agree="").replace("if rank in [-1, 0]:\n", "if resume:\n")) == []
+    # the loop inside the rank test runs on those ranks only: rule 1's concern, not a count
+    assert found(HEAD + "n = 0\nif rank == 0:\n    n = 3\n    for i in range(n):\n        print(i)\n") == []
