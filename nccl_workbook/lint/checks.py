@@ -1739,6 +1739,40 @@ def _probe(node: ast.Try) -> bool:
                and any(_PROBE_FLAG.search(n) for t in s.targets for n in target_names(t)) for s in node.body)
 
 
+def _in_lightning_training_step(f: SourceFacts, node: ast.AST) -> bool:
+    """Is ``node`` inside the ``training_step`` of a LightningModule (a class whose bases name one)?"""
+    fn = f.enclosing_function(node)
+    if fn is None or fn.name != "training_step" or id(fn) not in f.parents:
+        return False
+    owner = f.parents[id(fn)][2]
+    return isinstance(owner, ast.ClassDef) and any("LightningModule" in dotted(b) for b in owner.bases)
+
+
+def _none_from_training_step(node: ast.Try) -> list[RawFinding]:
+    """Boltz (held-out round 24, missed blind): ``except Exception: print(...); return None`` in a LightningModule's
+    ``training_step``. Lightning then skips the backward of this batch on this rank only (its docs, since
+    Lightning-AI/pytorch-lightning PR 5578: "Returning None is currently not supported for multi-GPU or TPU"), and
+    the others wait for it in DDP's gradient all-reduce."""
+    out: list[RawFinding] = []
+    for handler in node.handlers:
+        if all(n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in _handler_names(handler)) \
+                or any(isinstance(n, ast.Raise) for s in handler.body for n in subtree(s)):
+            continue
+        ret = next((s for s in handler.body if isinstance(s, ast.Return)
+                    and (s.value is None or isinstance(s.value, ast.Constant) and s.value.value is None)), None)
+        if ret is None:
+            continue
+        out.append(RawFinding(
+            Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,
+            f"`except {', '.join(_handler_names(handler))}` in a LightningModule's training_step returns None (line "
+            f"{ret.lineno}): Lightning then skips this batch's backward, DDP's gradient all-reduce, on this rank "
+            f"only (it does not support a None from training_step on several devices), while the others wait in it",
+            fix="let the failure end the step on every rank (re-raise), or return a loss that keeps the graph "
+                "(`loss = sum(p.sum() for p in self.parameters()) * 0`) so that every rank runs the backward; "
+                "decide to skip together with `nccl_workbook.fixes.any_rank(failed)`"))
+    return out
+
+
 def check_exceptions(f: SourceFacts) -> list[RawFinding]:
     """``exception-on-one-rank``: a handler around a collective or a training step that lets the rank go on."""
     out: list[RawFinding] = []
@@ -1754,6 +1788,9 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                 if isinstance(sub, ast.Call) and _STEP_CALL.search(call_name(sub)[1]):
                     site = Site(sub.lineno, f"{call_name(sub)[1]}()")
                     break
+        if site is None and _in_lightning_training_step(f, node):
+            out.extend(_none_from_training_step(node))
+            continue
         if site is None or init is None and _probe(node) or "monitored_barrier" in site.label:
             # monitored_barrier raises on every rank when one is missing (WeNet's and CosyVoice's join): catching
             # it is how they all learn it

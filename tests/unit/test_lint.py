@@ -2077,3 +2077,17 @@ def test_a_loop_bound_set_on_some_ranks_only() -> None:
     assert found(src.format(agree="").replace("if rank in [-1, 0]:\n", "if resume:\n")) == []
     # the loop inside the rank test runs on those ranks only: rule 1's concern, not a count
     assert found(HEAD + "n = 0\nif rank == 0:\n    n = 3\n    for i in range(n):\n        print(i)\n") == []
+
+
+def test_none_from_a_lightning_training_step_on_an_exception() -> None:
+    """Boltz (held-out round 24, missed blind: its model class comes from a Hydra config, found when the package is
+    linted): ``except Exception: return None`` in ``training_step`` skips this rank's backward only."""
+    src = ("import lightning.pytorch as pl\nclass Model(pl.LightningModule):\n    def training_step(self, batch, i):\n"
+           "        out = self(batch)\n        try:\n            loss = self.loss(batch, out)\n"
+           "        except Exception as e:\n            print(e)\n            return None\n        return loss\n")
+    (f,) = lint_source(src)
+    assert (f.line, f.rule.value) == (7, "exception-on-one-rank") and "returns None (line 9)" in f.message
+    assert found(src.replace("            return None\n", "            raise\n")) == []
+    # a validation_step that skips a batch runs no backward; a class that is no LightningModule is not Lightning's
+    assert found(src.replace("def training_step", "def validation_step")) == []
+    assert found(src.replace("(pl.LightningModule)", "(nn.Module)")) == []
