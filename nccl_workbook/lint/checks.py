@@ -1983,11 +1983,12 @@ def _wait_why(f: SourceFacts) -> str:
                 seconds, how = _pg_timeout(script)
                 how = how if how.startswith("DeepSpeed's") else f"{how} of {Path(script.path).name}"
                 break
-    if seconds is None or how == "the default NCCL process-group timeout":
+    if how == "the default NCCL process-group timeout":
         return ""   # the rule's own sentence: 10 min by default for NCCL
-    length = f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
     said = how if how.startswith(("the default", "DeepSpeed's")) else f"set by {how}"
-    return f"they wait there, with the process-group timeout running ({length}: {said}), for as long as this work takes"
+    if seconds is not None:   # (a value read at run time, `timedelta(minutes=args.timeout)`: where it is set)
+        said = (f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s") + f": {said}"
+    return f"they wait there, with the process-group timeout running ({said}), for as long as this work takes"
 
 
 def _pg_timeout_in(f: SourceFacts, names: tuple[str, ...],

@@ -2042,6 +2042,9 @@ def test_rank0_work_names_the_timeout_in_effect(tmp_path: Path) -> None:
         HEAD + "import deepspeed\ndeepspeed.init_distributed()\n" + body)
     assert "(20 min: set by `init_process_group(timeout=...)` at line 4)" in message(
         HEAD + "from datetime import timedelta\ndist.init_process_group('nccl', timeout=timedelta(minutes=20))\n" + body)
+    # read at run time: where it is set, with no length the file cannot know
+    assert "(set by `init_process_group(timeout=...)` at line 4)" in message(
+        HEAD + "from datetime import timedelta\ndist.init_process_group('nccl', timeout=timedelta(minutes=a.t))\n" + body)
     script = _project(tmp_path, {
         "train.py": """\
             import deepspeed
