@@ -2094,3 +2094,32 @@ def test_none_from_a_lightning_training_step_on_an_exception() -> None:
     # a validation_step that skips a batch runs no backward; a class that is no LightningModule is not Lightning's
     assert found(src.replace("def training_step", "def validation_step")) == []
     assert found(src.replace("(pl.LightningModule)", "(nn.Module)")) == []
+
+
+def test_a_marker_file_touched_is_no_evaluation(tmp_path: Path) -> None:
+    """Twitter's recap trainer (held-out round 24): rank 0 calls ``mark_done_eval``, which touches an empty marker
+    file through a helper of another file, before the next evaluation's gather: a name that says "eval", no work."""
+    body = "if rank == 0:\n    mark_done_eval(p)\ndist.barrier()\n"
+    assert found(HEAD + "from pathlib import Path\ndef mark_done_eval(path):\n    Path(path).touch()\n" + body) == []
+    assert found(HEAD + "def mark_done_eval(path):\n    evaluate(model, path)\n" + body) == \
+        [(6, "rank0-long-work-before-collective")]
+    files = {
+        "train.py": """\
+            import torch.distributed as dist
+            from snapshot import mark_done_eval
+            if dist.get_rank() == 0:
+                mark_done_eval(p)
+            dist.barrier()
+            """,
+        "snapshot.py": """\
+            from fs import infer_fs
+            def mark_done_eval(path):
+                infer_fs(path).touch(path + ".done")
+            """,
+        "fs.py": """\
+            def infer_fs(path):
+                return LocalFileSystem() if path.startswith("/") else RemoteFileSystem(path)
+            """}
+    assert _found_in(_project(tmp_path / "a", files)) == []
+    files["fs.py"] = files["fs.py"].replace("return LocalFileSystem()", "evaluate(path)\n                return x")
+    assert _found_in(_project(tmp_path / "b", files)) == [("train.py", 4, "rank0-long-work-before-collective")]
