@@ -36,7 +36,7 @@ from nccl_workbook.doctor import DEPRECATED_ALIASES
 from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
-from nccl_workbook.lint.settings import DEFAULT_PG_TIMEOUT_S
+from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
 from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, _const,
                                       _param_defaults, bound_arguments, call_name, dotted, ends_group, subtree,
                                       target_names, walk_local)
@@ -235,10 +235,9 @@ def _gated_alike(f: SourceFacts, line: int, cond: str, call: ast.Call) -> bool:
     test of a setting (``self.sharding``) that the call's own condition, or an ``if`` around the call, also
     tests: the author made the two agree (every rank comes in when it holds), which this reading cannot
     check, so it is not reported."""
-    around = [cond] + [ast.unparse(n.test) for n in _enclosing_ifs(f, call)]
-    for node in f.nodes:
-        if isinstance(node, ast.If) and node.body and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0) \
-                and not node.lineno <= call.lineno <= (node.end_lineno or node.lineno):   # inside the callee
+    around = _conditions_of(f, call, cond)
+    for node in _ifs_holding(f, line):
+        if not node.lineno <= call.lineno <= (node.end_lineno or node.lineno):   # inside the callee
             for name in (dotted(n) for n in subtree(node.test) if isinstance(n, ast.Attribute)):
                 root = ".".join(name.split(".")[:2])
                 if root.count(".") == 1 and not f.is_rank_condition(node.test) \
@@ -263,16 +262,25 @@ def _sharded_alike_elsewhere(f: SourceFacts, call: ast.Call, cond: str) -> bool:
     inner = other.function_collective(func, include_backward=False)
     if inner is None or inner.path:
         return False
-    around = [cond] + [ast.unparse(n.test) for n in _enclosing_ifs(f, call)]
-    for node in other.nodes:
-        if isinstance(node, ast.If) and node.body \
-                and node.body[0].lineno <= inner.line <= (node.body[-1].end_lineno or 0):
-            for term in {dotted(n) for n in subtree(node.test) if isinstance(n, (ast.Name, ast.Attribute))}:
-                last = term.rsplit(".", 1)[-1]
-                if _SHARDING_TEST.search(last) and not other.is_rank_condition(node.test) \
-                        and any(re.search(rf"(?<![\w]){re.escape(last)}\b", text) for text in around):
-                    return True
+    around = _conditions_of(f, call, cond)
+    for node in _ifs_holding(other, inner.line):
+        for term in {dotted(n) for n in subtree(node.test) if isinstance(n, (ast.Name, ast.Attribute))}:
+            last = term.rsplit(".", 1)[-1]
+            if _SHARDING_TEST.search(last) and not other.is_rank_condition(node.test) \
+                    and any(re.search(rf"(?<![\w]){re.escape(last)}\b", text) for text in around):
+                return True
     return False
+
+
+def _conditions_of(f: SourceFacts, call: ast.Call, cond: str) -> list[str]:
+    """The text of the condition a call runs under, and of each ``if`` around it in its function."""
+    return [cond] + [ast.unparse(n.test) for n in _enclosing_ifs(f, call)]
+
+
+def _ifs_holding(f: SourceFacts, line: int) -> list[ast.If]:
+    """The ``if`` statements of the file whose body holds ``line``."""
+    return [n for n in f.nodes if isinstance(n, ast.If) and n.body
+            and n.body[0].lineno <= line <= (n.body[-1].end_lineno or 0)]
 
 
 def _after_a_sharded_branch(f: SourceFacts, call: ast.Call) -> bool:
@@ -1748,31 +1756,6 @@ def _in_lightning_training_step(f: SourceFacts, node: ast.AST) -> bool:
     return isinstance(owner, ast.ClassDef) and any("LightningModule" in dotted(b) for b in owner.bases)
 
 
-def _none_from_training_step(node: ast.Try) -> list[RawFinding]:
-    """Boltz (held-out round 24, missed blind): ``except Exception: print(...); return None`` in a LightningModule's
-    ``training_step``. Lightning then skips the backward of this batch on this rank only (its docs, since
-    Lightning-AI/pytorch-lightning PR 5578: "Returning None is currently not supported for multi-GPU or TPU"), and
-    the others wait for it in DDP's gradient all-reduce."""
-    out: list[RawFinding] = []
-    for handler in node.handlers:
-        if all(n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in _handler_names(handler)) \
-                or any(isinstance(n, ast.Raise) for s in handler.body for n in subtree(s)):
-            continue
-        ret = next((s for s in handler.body if isinstance(s, ast.Return)
-                    and (s.value is None or isinstance(s.value, ast.Constant) and s.value.value is None)), None)
-        if ret is None:
-            continue
-        out.append(RawFinding(
-            Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,
-            f"`except {', '.join(_handler_names(handler))}` in a LightningModule's training_step returns None (line "
-            f"{ret.lineno}): Lightning then skips this batch's backward, DDP's gradient all-reduce, on this rank "
-            f"only (it does not support a None from training_step on several devices), while the others wait in it",
-            fix="let the failure end the step on every rank (re-raise), or return a loss that keeps the graph "
-                "(`loss = sum(p.sum() for p in self.parameters()) * 0`) so that every rank runs the backward; "
-                "decide to skip together with `nccl_workbook.fixes.any_rank(failed)`"))
-    return out
-
-
 def check_exceptions(f: SourceFacts) -> list[RawFinding]:
     """``exception-on-one-rank``: a handler around a collective or a training step that lets the rank go on."""
     out: list[RawFinding] = []
@@ -1789,8 +1772,10 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                     site = Site(sub.lineno, f"{call_name(sub)[1]}()")
                     break
         if site is None and _in_lightning_training_step(f, node):
-            out.extend(_none_from_training_step(node))
-            continue
+            # Boltz (held-out round 24, missed blind): Lightning runs the backward after training_step returns;
+            # a None returned skips it on this rank only (its docs, since Lightning-AI/pytorch-lightning PR
+            # 5578: "Returning None is currently not supported for multi-GPU or TPU")
+            site = Site(node.lineno, "the backward Lightning runs after training_step", "lightning step")
         if site is None or init is None and _probe(node) or "monitored_barrier" in site.label:
             # monitored_barrier raises on every rank when one is missing (WeNet's and CosyVoice's join): catching
             # it is how they all learn it
@@ -1811,6 +1796,19 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                    if not isinstance(s, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match))):
                 continue
             caught = ", ".join(_handler_names(handler))
+            if site.kind == "lightning step":
+                ret = next((s for s in handler.body if isinstance(s, ast.Return)
+                            and (s.value is None or isinstance(s.value, ast.Constant) and s.value.value is None)), None)
+                if ret is not None:
+                    out.append(RawFinding(
+                        Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,
+                        f"`except {caught}` in a LightningModule's training_step returns None (line {ret.lineno}): "
+                        f"Lightning then skips this batch's backward, DDP's gradient all-reduce, on this rank only "
+                        f"(it does not support a None from training_step on several devices), while the others wait in it",
+                        fix="let the failure end the step on every rank (re-raise), or return a loss that keeps the "
+                            "graph (`loss = sum(p.sum() for p in self.parameters()) * 0`) so that every rank runs the "
+                            "backward; decide to skip together with `nccl_workbook.fixes.any_rank(failed)`"))
+                continue
             if site.kind == "init":
                 if _init_call(handler.body) is not None or f.enclosing_loop(node) is not None:
                     # a retry: physicsnemo's `except TypeError:` (no `device_id` before torch 2.3) starts again
@@ -1954,16 +1952,11 @@ def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
             found = other.memo[key]   # type: ignore[assignment]
             if found is not None:
                 break
-    if found is None and backend == "nccl" and _calls_init_distributed(f):
-        # DeepSpeed's init_distributed() passes its own default, deepspeed.constants.default_pg_timeout: 30 min
-        # (DEEPSPEED_TIMEOUT, in minutes, in newer versions), not torch's 10
+    if found is None and backend == "nccl" and _calls_init_distributed(f):   # DeepSpeed's own default
         found = (DEEPSPEED_DEFAULT_PG_TIMEOUT_S, "DeepSpeed's default process-group timeout")
     result = found or (DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout")
     f.memo[("pg_timeout", "")] = result
     return result
-
-
-DEEPSPEED_DEFAULT_PG_TIMEOUT_S = 1800.0
 
 
 def _calls_init_distributed(f: SourceFacts) -> bool:

@@ -314,14 +314,13 @@ def _writes_a_figure(call: ast.Call) -> bool:
     recv, name = call_name(call)
     if _MEDIA.search(recv.rsplit(".", 1)[-1].lower()) or any(_MEDIA.search(p) for p in _parts(name)):
         return True
-    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower().endswith(_FIGURE)
-               for a in [*call.args, *(k.value for k in call.keywords)] for n in subtree(a))
+    return _names_a_file(call, _FIGURE)
 
 
-def _writes_a_text_file(call: ast.Call) -> bool:
-    """A save whose file name (a literal among its arguments) is a text file: JSON, YAML, a table or a log
-    (THUMT's ``export_params(params.output, "params.json", params)``). A model is not written as text."""
-    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower().endswith(_TEXT_FILE)
+def _names_a_file(call: ast.Call, kinds: tuple[str, ...]) -> bool:
+    """Is a literal among the call's arguments a file name with one of these endings? A save to a text file
+    (``_TEXT_FILE``: THUMT's ``export_params(params.output, "params.json", params)``) writes no model."""
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower().endswith(kinds)
                for a in [*call.args, *(k.value for k in call.keywords)] for n in subtree(a))
 
 
@@ -1394,7 +1393,7 @@ class SourceFacts:
                 return None
             return Site(node.lineno, label, "logging")
         if {"save", "export", "write", "dump"} & set(_parts(name)) and (
-                _writes_a_figure(node) or _writes_a_text_file(node) or self._under_media_test(node)):
+                _writes_a_figure(node) or _names_a_file(node, _TEXT_FILE) or self._under_media_test(node)):
             return None   # nnU-Net's architecture PDF, StyleGAN2-ADA's `save_image_grid(..., 'reals.png')`,
             # THUMT's `export_params(output, "params.json", params)`
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
