@@ -341,7 +341,15 @@ def test_every_notebook_reads_well_before_running(tmp_path: Path, screenshot_dir
                 page.set_default_timeout(60_000)
                 for name in names:
                     _open(page, lab, name, shots)
-                    problems += [f"{name}: {p}" for p in _bad_outputs(page.evaluate(OUTPUT_TEXTS))]
+                    bad = _bad_outputs(page.evaluate(OUTPUT_TEXTS))
+                    if any("model not found" in b for b in bad):
+                        # the widget manager restores the saved widget state after the page loads; on a loaded
+                        # machine a view can render first (notebook 02 once, in stop 32's CI): a state that is
+                        # really missing fails the second opening too
+                        page.wait_for_timeout(5000)
+                        _open(page, lab, name, shots)
+                        bad = _bad_outputs(page.evaluate(OUTPUT_TEXTS))
+                    problems += [f"{name}: {p}" for p in bad]
                     news = page.locator(".jp-toast-message, .Toastify__toast").filter(has_text="news")
                     if news.count():
                         problems.append(f"{name}: the news pop-up shows: {news.first.inner_text()[:120]!r}")
