@@ -580,6 +580,26 @@ def test_cli_output_piped_into_head_ends_quietly(tmp_path: Path) -> None:
     assert b"Traceback" not in err and b"BrokenPipe" not in err
 
 
+def test_the_lint_command_loads_only_the_lint(tmp_path: Path) -> None:
+    # a pre-commit hook runs `nccl-workbook lint` on every commit: before stop 33 the command imported every
+    # subcommand's package, pandas with the watch command's observer, and a one-line file took 1.4 s
+    import subprocess
+    import sys
+    script = tmp_path / "t.py"
+    script.write_text(HEAD + "if dist.get_rank() == 0:\n    dist.barrier()\n")
+    heavy = ("pandas", "numpy", "torch", "nccl_workbook.watch.command", "nccl_workbook.triage.commands",
+             "nccl_workbook.observer")
+    probe = (f"import sys; from nccl_workbook.cli import main; rc = main(['lint', {str(script)!r}]); "
+             f"print('RC', rc, [m for m in {heavy!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "collective-in-rank-branch" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "RC 1 []", out.stdout + out.stderr
+    # the full help still lists every subcommand
+    from nccl_workbook.cli import build_parser
+    text = build_parser().format_help()
+    assert all(name in text for name in ("lint", "watch", "attach", "triage", "doctor", "fr", "run"))
+
+
 def test_held_out_round_four_misses_found(tmp_path: Path) -> None:
     # cleanrl's PPO: a threshold on this rank's own minibatch statistic leaves the update loop at a
     # different epoch per rank, while the others still all-reduce gradients
