@@ -600,6 +600,28 @@ def test_the_lint_command_loads_only_the_lint(tmp_path: Path) -> None:
     assert all(name in text for name in ("lint", "watch", "attach", "triage", "doctor", "fr", "run"))
 
 
+def test_the_pre_commit_hook_runs_the_lint_on_the_changed_files(tmp_path: Path) -> None:
+    # pre-commit runs `entry` with the staged files of `types` appended, and fails the commit on a non-zero exit
+    import shlex
+    import subprocess
+    import sys
+
+    import yaml   # (jupyter_events, which JupyterLab needs, requires PyYAML)
+    (hook,) = yaml.safe_load((Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "nccl-workbook-lint" and hook["types"] == ["python"] and hook["language"] == "python"
+    entry = shlex.split(hook["entry"])
+    assert entry[0] == "nccl-workbook"   # the console script pyproject.toml installs
+    clean = tmp_path / "utils.py"
+    clean.write_text("def f():\n    return 1\n")
+    hazard = tmp_path / "train.py"
+    hazard.write_text(HEAD + "if dist.get_rank() == 0:\n    dist.barrier()\n")
+    cmd = [sys.executable, "-m", "nccl_workbook.cli", *entry[1:]]
+    ok = subprocess.run([*cmd, str(clean)], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = subprocess.run([*cmd, str(clean), str(hazard)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and f"{hazard}:4: collective-in-rank-branch" in bad.stdout
+
+
 def test_held_out_round_four_misses_found(tmp_path: Path) -> None:
     # cleanrl's PPO: a threshold on this rank's own minibatch statistic leaves the update loop at a
     # different epoch per rank, while the others still all-reduce gradients
