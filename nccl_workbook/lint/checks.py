@@ -756,17 +756,22 @@ class _RankWalk:
         return False
 
     def data_branch(self, stmt: ast.If) -> None:
-        """A collective under a test of this rank's own data (an empty list, a NaN loss): the ranks
-        whose data differs skip it."""
-        site = self.f.first_collective(stmt.body)
-        if site is None or self.f.first_collective(stmt.orelse) is not None or _exits(stmt.body):
+        """A collective under a test of this rank's own data (an empty list, a NaN loss), in the ``if`` or in
+        its ``else`` (StableCascade's ``if np.isnan(loss.mean().item()): <say so> else: <save, sample>``): the
+        ranks whose data differs skip it."""
+        body, other = self.f.first_collective(stmt.body), self.f.first_collective(stmt.orelse)
+        if (body is None) == (other is None) or _exits(stmt.body) or _exits(stmt.orelse):
             return
+        if other is not None and len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If):
+            return   # an `elif`: its own test is walked as an `if`
         if not _tests_local_data(self.f, stmt):
             return
+        site = body or other
+        assert site is not None
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}), a test of this rank's own "
-            f"data, holds"))
+            f"data, {'holds' if body is not None else 'does not hold'}"))
 
     def early_exit(self, stmt: ast.If) -> None:
         """``break`` on some ranks, or leaving early on a per-rank data condition, before a collective."""
@@ -1566,8 +1571,9 @@ _AGREEING = re.compile(r"all_?reduce|all_?gather|broadcast|accelerator\.(gather|
 def _agreed(f: SourceFacts, names: set[str], before: int, fn: ast.AST | None) -> bool:
     """Are the names the test (at line ``before``) reads that the function binds before it all bound only from a
     call that reaches an all-reduce, an all-gather or a broadcast (efficientvit's ``mean_loss = sync_tensor(loss,
-    reduce="mean").item()``, then ``if np.isnan(mean_loss): break``)? Every rank holds the same value then, so
-    every rank takes the branch. A name also bound otherwise (a tuple of a forward's results, ``loss /= n``) is not."""
+    reduce="mean").item()``, then ``if np.isnan(mean_loss): break``), or all-reduced or broadcast in place after
+    their last binding (``dist.all_reduce(loss)``)? Every rank holds the same value then, so every rank takes the
+    branch. A name also bound otherwise (a tuple of a forward's results, ``loss /= n``) is not."""
     binds: dict[str, list[ast.AST]] = {}
     for n in walk_local(fn if fn is not None else f.tree):
         if getattr(n, "lineno", before) >= before:
@@ -1578,11 +1584,20 @@ def _agreed(f: SourceFacts, names: set[str], before: int, fn: ast.AST | None) ->
             for name in target_names(t):
                 if name in names:
                     binds.setdefault(name, []).append(n)
+    def reduced_in_place(name: str, after: int) -> bool:
+        # `dist.all_reduce(loss)` between the last binding and the test: every rank holds the same value
+        return any(isinstance(c, ast.Call) and after < c.lineno < before and c.args
+                   and isinstance(c.args[0], ast.Name) and c.args[0].id == name
+                   and (site := f.collective_of(c)) is not None and _AGREEING.search(site.label)
+                   and "gather" not in site.label for c in walk_local(fn if fn is not None else f.tree))
+
     return bool(binds) and all(
-        isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name) and any(
-            isinstance(c, ast.Call) and (site := f.collective_of(c)) is not None and _AGREEING.search(site.label)
-            for c in subtree(b.value))
-        for found in binds.values() for b in found)
+        reduced_in_place(name, max(b.lineno for b in found)) or all(
+            isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name) and any(
+                isinstance(c, ast.Call) and (site := f.collective_of(c)) is not None and _AGREEING.search(site.label)
+                for c in subtree(b.value))
+            for b in found)
+        for name, found in binds.items())
 
 
 def _set_alike(f: SourceFacts, name: str, fn: ast.AST | None) -> bool:

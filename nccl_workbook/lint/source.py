@@ -74,12 +74,13 @@ AMBIGUOUS_METHODS = frozenset({"broadcast", "reduce", "gather", "gather_object",
 #: helpers imported from elsewhere whose names say they communicate (``reduce_dict``, ``all_reduce_mean``)
 HELPER_NAME = re.compile(r"(^|_)(all_?reduce|all_?gather|barrier|synchronize|reduce_(dict|tensor|mean|sum|loss|value)|"
                          r"gather_(tensor|object|all)|broadcast)")
-#: torch.distributed.checkpoint and FSDP state-dict helpers (collective over the group)
-DCP_CALLS = frozenset({"save_state_dict", "get_model_state_dict", "get_optimizer_state_dict", "get_state_dict",
-                       "full_optim_state_dict", "optim_state_dict", "sharded_optim_state_dict"})
-#: the DCP/FSDP state-dict getters: a collective only over a sharded model (FSDP, DTensor parameters)
+#: the DCP/FSDP state-dict getters: a collective only over a sharded model (FSDP, DTensor parameters);
+#: FSDP's ``scatter_full_optim_state_dict`` broadcasts rank 0's full optimizer state to the shards
 _DCP_GETTERS = frozenset({"get_model_state_dict", "get_optimizer_state_dict", "get_state_dict",
-                          "full_optim_state_dict", "optim_state_dict", "sharded_optim_state_dict"})
+                          "full_optim_state_dict", "optim_state_dict", "sharded_optim_state_dict",
+                          "scatter_full_optim_state_dict"})
+#: torch.distributed.checkpoint and FSDP state-dict helpers (collective over the group)
+DCP_CALLS = frozenset({"save_state_dict"}) | _DCP_GETTERS
 #: classes whose instances shard a model: their forward, generate, backward and state_dict are collective
 SHARDING_WRAPPERS = re.compile(r"(^|\.)(FSDP|FullyShardedDataParallel|fully_shard|deepspeed\.initialize)$")
 #: classes whose instances run collectives (``acc = Accelerator(); acc.gather(t)``)
@@ -315,6 +316,10 @@ def _writes_a_figure(call: ast.Call) -> bool:
     if _MEDIA.search(recv.rsplit(".", 1)[-1].lower()) or any(_MEDIA.search(p) for p in _parts(name)):
         return True
     return _names_a_file(call, _FIGURE)
+
+
+#: a local name that holds a path
+_PATH_NAME = re.compile(r"(?i)(path|file|fname|filename|dest)$")
 
 
 def _names_a_file(call: ast.Call, kinds: tuple[str, ...]) -> bool:
@@ -1393,7 +1398,8 @@ class SourceFacts:
                 return None
             return Site(node.lineno, label, "logging")
         if {"save", "export", "write", "dump"} & set(_parts(name)) and (
-                _writes_a_figure(node) or _names_a_file(node, _TEXT_FILE) or self._under_media_test(node)):
+                _writes_a_figure(node) or _names_a_file(node, _TEXT_FILE) or self._path_names_a_file(node, _TEXT_FILE)
+                or self._under_media_test(node)):
             return None   # nnU-Net's architecture PDF, StyleGAN2-ADA's `save_image_grid(..., 'reals.png')`,
             # THUMT's `export_params(output, "params.json", params)`
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
@@ -1597,20 +1603,40 @@ class SourceFacts:
                 elif site is not None and _light(site) and (light is None or site.line < light.line):
                     light = site
             if best is not None:
-                if best.kind in SAVE_KINDS and self._other_work_after(stmts[i:], best):
-                    return replace(best, kind="work")   # a save, then an evaluation: the region's work is long
+                other = self._other_work_after(stmts[i:], best) if best.kind in SAVE_KINDS else None
+                if other is not None:
+                    # a save, then an evaluation: the region's work is long, and the message says what follows
+                    return replace(best, kind="work", label=f"{best.label} (then {other.label} at {other.at})")
                 return best
         # a plot alone is not long work (GPT-SoVITS: four spectrogram images every log interval); an upload is
         return light if light is not None and light.kind == "logging" else None
 
-    def _other_work_after(self, stmts: list[ast.stmt], save: Site) -> bool:
-        """Is there long work other than checkpoint saves in ``stmts`` (the region from the statement of its
-        first save) after that save?"""
+    def _other_work_after(self, stmts: list[ast.stmt], save: Site) -> Site | None:
+        """The first long work other than checkpoint saves in ``stmts`` (the region from the statement of its
+        first save) after that save, or None."""
         for stmt in stmts:
-            for node in walk_local(stmt):
-                site = self.long_work_of(node)
-                if site is not None and site.line >= save.line and not _light(site) and site.kind not in SAVE_KINDS:
-                    return True
+            found = [site for node in walk_local(stmt) if (site := self.long_work_of(node)) is not None
+                     and site.line >= save.line and not _light(site) and site.kind not in SAVE_KINDS]
+            if found:
+                return min(found, key=lambda s: s.line)
+        return None
+
+    def _path_names_a_file(self, call: ast.Call, kinds: tuple[str, ...]) -> bool:
+        """Is a path the call is given, held in a local name, always a file name with one of these endings
+        (StableCascade's ``full_path = f".../info{suffix}.json"``, then ``safe_save(vars(self.info), full_path)``)?"""
+        around = [d for defs in self.functions.values() for d in defs
+                  if d.lineno <= call.lineno <= (d.end_lineno or d.lineno)]
+        if not around:
+            return False
+        fn = max(around, key=lambda d: d.lineno)   # the innermost
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            if not (isinstance(arg, ast.Name) and _PATH_NAME.search(arg.id)):
+                continue
+            values = [n.value for n in walk_local(fn) if isinstance(n, ast.Assign)
+                      and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)]
+            if values and all(any(isinstance(c, ast.Constant) and isinstance(c.value, str)
+                                  and c.value.lower().endswith(kinds) for c in subtree(v)) for v in values):
+                return True
         return False
 
     def may_be_big(self) -> bool:

@@ -2165,3 +2165,47 @@ def test_a_marker_file_touched_is_no_evaluation(tmp_path: Path) -> None:
     assert _found_in(_project(tmp_path / "a", files)) == []
     files["fs.py"] = files["fs.py"].replace("return LocalFileSystem()", "evaluate(path)\n                return x")
     assert _found_in(_project(tmp_path / "b", files)) == [("train.py", 4, "rank0-long-work-before-collective")]
+
+
+def test_held_out_round_twenty_five_misses_and_messages() -> None:
+    """StableCascade (held-out round 25, both missed blind)."""
+    # the checkpoint and sampling collectives in the `else` of a test of this rank's own loss: a rank whose loss
+    # is NaN skips them while the others wait in the barrier
+    nan = HEAD + ("import numpy as np\nfor i, x in enumerate(loader):\n    loss = model(x)\n    loss.backward()\n"
+                  "    if np.isnan(loss.mean().item()):\n        print('skipping')\n    else:\n        dist.barrier()\n")
+    (f,) = lint_source(nan)
+    assert (f.line, f.rule.value) == (10, "uneven-collective-count") and "does not hold" in f.message
+    # the loss agreed first is the same on every rank; a collective in both branches, and an `elif`, are not it
+    assert found(nan.replace("    loss.backward()\n", "    loss.backward()\n    dist.all_reduce(loss)\n")) == []
+    assert found(nan.replace("        print('skipping')\n", "        dist.barrier()\n")) == []
+    assert found(nan.replace("    else:\n        dist.barrier()\n",
+                             "    elif i % 10 == 0:\n        dist.barrier()\n")) == []
+    # FSDP's scatter of rank 0's full optimizer state is a broadcast: a failure swallowed around it on one rank
+    scatter = ("from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+               "def load_optimizer(optim, model, ckpt):\n    try:\n"
+               "        optim.load_state_dict(FSDP.scatter_full_optim_state_dict(ckpt, model))\n"
+               "    except Exception as e:\n        print('skipping', e)\n")
+    assert found(scatter) == [(5, "exception-on-one-rank")]
+    assert found(scatter.replace("FSDP.scatter_full_optim_state_dict(ckpt, model)", "ckpt")) == []
+
+
+def test_a_save_into_a_path_named_for_a_text_file_and_a_save_then_an_evaluation() -> None:
+    """StableCascade's ``full_path = f".../info{suffix}.json"`` then ``safe_save(vars(self.info), full_path)`` on
+    rank 0 writes a few hundred bytes (held-out round 25, false at the blind run)."""
+    src = HEAD + ("def save_info(info, out, suffix, is_main):\n    full_path = f'{out}/info{suffix}.json'\n"
+                  "    if is_main:\n        safe_save(vars(info), full_path)\n    dist.barrier()\n")
+    assert found(src) == []
+    assert found(src.replace("info{suffix}.json", "model{suffix}.pt")) == [(6, "rank0-long-work-before-collective")]
+    # a path set to a text file on one line and to a checkpoint on another is not known to be small
+    assert found(src.replace("    if is_main:", "    full_path = full_path if suffix else f'{out}/model.pt'\n"
+                                              "    if is_main:")) == [(7, "rank0-long-work-before-collective")]
+    # img2img-turbo: a checkpoint save, then a validation in the same rank-0 region: a hazard, and the message
+    # names the validation the save is followed by (the save alone would be a note)
+    both = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\nfor x in loader:\n"
+                   "    model(x).sum().backward()\n    if rank == 0:\n        torch.save(model.state_dict(), 'c.pt')\n"
+                   "        for img in val_images:\n            evaluate(model, img)\n")
+    (f,) = lint_source(both)
+    assert f.line == 7 and not f.note and "then a loop over val_images at line 8" in f.message
+    (n,) = lint_source(both.replace("        for img in val_images:\n            evaluate(model, img)\n", ""),
+                       notes=True)
+    assert n.note and "then" not in n.message
