@@ -659,7 +659,7 @@ class _RankWalk:
                 or site.kind == "gathers shards" and _sharded_or_rank(self.f, call, line) \
                 or ours and not site.reaches and _sharded_alike_elsewhere(self.f, call, cond):
             return
-        if _mirrored_at_exit(self.f, call, line):
+        if _mirrored_at_exit(self.f, call, line) or _within_stages(self.f, call, line):
             return
         extra = ""
         if site.kind == "gathers shards" and _sharded_term(self.f, call, line) == "deepspeed":
@@ -843,6 +843,32 @@ class _RankWalk:
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
             f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
             f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at {site.at}"))
+
+
+#: a test of the pipeline stage this rank holds (Megatron's ``mpu.is_pipeline_first_stage()``, DeepSpeed's
+#: ``self.is_last_stage()``, ``pp_rank == 0``)
+_STAGE_TEST = re.compile(r"(?i)pipeline_(first|last)_stage|is_(first|last)_stage|in_(position_)?embedding_group|"
+                         r"pipeline_model_parallel_rank|pipeline_rank|\bpp_rank|stage_id")
+
+
+def _within_stages(f: SourceFacts, call: ast.Call, line: int) -> bool:
+    """Megatron's ``if mpu.is_pipeline_first_stage() or mpu.is_pipeline_last_stage(): all_reduce(grad,
+    group=mpu.get_embedding_group())``, and its ``if not mpu.is_pipeline_first_stage(): _communicate(...)``: a test
+    of the pipeline stage picks whole stages, and the collective runs over a group inside them (the tensor-parallel
+    ranks of a stage, the embedding group of the first and last), each of whose members takes the branch; a
+    pipeline's sends and receives, reached through a function, pair with the peer stage's. A collective over the
+    whole job (no group named) under such a test is still reported."""
+    test = next((i.test for i in _enclosing_ifs(f, call) if i.lineno == line), None)
+    if test is None or not _STAGE_TEST.search(ast.unparse(test)):
+        return False
+    for node in subtree(test):   # every other term reads a size or a setting
+        if isinstance(node, (ast.Call, ast.Attribute, ast.Name)) and f.is_rank_value(node) \
+                and not _STAGE_TEST.search(ast.unparse(node)):
+            return False
+    own = call_name(call)[1] in f.functions or f.calls_a_function_of_ours(call) \
+        or f.external(*call_name(call)) is not None
+    return own or any(kw.arg in ("group", "process_group", "pg") for kw in call.keywords) \
+        or any("group" in ast.unparse(a).lower() for a in call.args[1:])
 
 
 def _point_to_point(site: Site) -> bool:
