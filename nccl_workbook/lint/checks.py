@@ -1584,9 +1584,35 @@ def _tests_local_data(f: SourceFacts, stmt: ast.If) -> bool:
         names = {n.id for n in subtree(term) if isinstance(n, ast.Name)} - {"len"}
         if names <= settings or " is " in text and all(_set_alike(f, name, fn) for name in names):
             continue
+        if _filled_every_pass(f, stmt, term):
+            continue
         if _agreed(f, names, stmt.lineno, fn):
             continue
         return True
+    return False
+
+
+def _filled_every_pass(f: SourceFacts, stmt: ast.If, term: ast.AST) -> bool:
+    """Is the term an emptiness test of a list that every pass of the enclosing loop appends to before the
+    test, outside any ``if`` (nanoVLM's ``accumulated_stats['tokens_per_second'].append(...)`` each step, then
+    ``if ... and len(accumulated_stats['tokens_per_second']) > 0:`` before the gathers)? It is not empty on any
+    rank then."""
+    t = term.operand if isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not) else term
+    if isinstance(t, ast.Compare) and len(t.ops) == 1:
+        t = t.left
+    if isinstance(t, ast.Call) and dotted(t.func) == "len" and len(t.args) == 1:
+        t = t.args[0]
+    held = ast.unparse(t)
+    node: ast.AST = stmt
+    while id(node) in f.parents:
+        _block, _i, owner = f.parents[id(node)]
+        if isinstance(owner, (ast.For, ast.AsyncFor, ast.While)):
+            return any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                       and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "append"
+                       and ast.unparse(s.value.func.value) == held and s.lineno < stmt.lineno for s in owner.body)
+        if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        node = owner
     return False
 
 

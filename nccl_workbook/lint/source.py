@@ -271,6 +271,12 @@ _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add"
                           "values", "touch"})   # (an empty marker file: Twitter's recap `fs.touch(done_path)`)
 
 
+def _reads(call: ast.Call) -> bool:
+    """``open(path)``, ``open(path, "r")``: a file opened for reading (a write may be of anything)."""
+    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
+    return mode is None or isinstance(_const(mode), str) and str(_const(mode)).startswith("r")
+
+
 def _light_call(call: ast.Call) -> bool:
     """A call that takes no time worth counting: a print or log line, a constructor, list and string methods."""
     recv, name = call_name(call)
@@ -284,6 +290,12 @@ def _light_call(call: ast.Call) -> bool:
     if name in ("copy", "copyfile", "copy2") and recv == "shutil" and call.args \
             and re.search(r"(?i)config|cfg|\.(toml|ya?ml|json|txt)\b|(^|\W)args\b", ast.unparse(call.args[0])):
         return True   # diffusion-pipe's `shutil.copy(eval_dataset['config'], run_dir)`: a configuration file
+    # nanoVLM's loop over the lmms-eval result files: a regular expression, a small JSON file read, a dict
+    # lookup, a metrics push the logging service queues
+    if recv == "re" or name in ("group", "groups", "groupdict", "get") or name == "open" and not recv and _reads(call) \
+            or recv in ("json", "yaml", "toml", "tomllib") and name in ("load", "loads", "safe_load") \
+            or name == "log" and LOGGING_RECEIVERS.search(recv):
+        return True
     # a TensorBoard writer's add_scalar/add_image (RT-DETR's loop over its test stats) is queued to a file
     return name in _LIGHT_CALLS or name in ("makedirs", "mkdir") or name[:1].isupper() or _log_line_name(name) \
         or _writes_a_figure(call) or name.startswith("add_") and "writer" in recv.lower() \

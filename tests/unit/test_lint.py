@@ -2262,3 +2262,26 @@ def test_a_test_of_the_pipeline_stage_picks_whole_stages(tmp_path: Path) -> None
     assert lint("e", recv) == []
     assert lint("f", recv.replace("mpu.is_pipeline_first_stage()", "mpu.get_tensor_model_parallel_rank() == 0")) \
         == [("train.py", 9, "collective-in-rank-branch")]
+
+
+def test_a_list_every_pass_appends_to_and_a_loop_that_reads_result_files() -> None:
+    """nanoVLM (held-out round 25, both false at the blind run)."""
+    # every rank appends to the list on every pass before the test: it is empty on no rank
+    preds = HEAD + ("preds = []\nfor step, x in enumerate(loader):\n    loss = model(x)\n    preds.append(loss.item())\n"
+                    "    if step % 10 == 0 and len(preds) > 0:\n        dist.all_gather_object(out, preds)\n"
+                    "        preds = []\n")
+    assert found(preds) == []
+    # appended only on some passes (a test of the data), it can be empty on one rank and not on another
+    assert found(preds.replace("    preds.append(loss.item())\n",
+                               "    if loss.item() > 0:\n        preds.append(loss.item())\n")) == [
+        (9, "uneven-collective-count")]
+    # rank 0 reads the evaluation result files (small JSON) and pushes their scores to wandb: no long work
+    results = HEAD + ("import json, os, re, wandb\nfor x in loader:\n    model(x).sum().backward()\n"
+                      "    if dist.get_rank() == 0:\n        for name in os.listdir(eval_results_dir):\n"
+                      "            m = re.fullmatch(r'step_(\\d+)\\.json', name)\n            if not m:\n"
+                      "                continue\n            with open(os.path.join(eval_results_dir, name)) as f:\n"
+                      "                data = json.load(f)\n            wandb.log(data.get('results', {}))\n"
+                      "    dist.barrier()\n")
+    assert found(results) == []
+    assert found(results.replace("data = json.load(f)", "data = evaluate(model, f)")) == [
+        (7, "rank0-long-work-before-collective")]   # (the loop, at line 7)
