@@ -64,20 +64,25 @@ _ON_MAIN = re.compile(r"_on_(master|main|main_process|rank_?0|rank_?zero|primary
 #: a process-group timeout at least this long (seconds), set in the file, budgets one rank's long work
 LONG_BUDGET_S = 3600.0
 _EXITS = re.compile(r"^(sys\.exit|exit|quit|os\._exit|os\.abort|abort)$")
-_EVEN_CALLS = re.compile(r"(^|\.)(\w*DistributedSampler|prepare|prepare_data_loader|device|to|"
+_EVEN_CALLS = re.compile(r"(^|\.)(\w*Distributed\w*Sampler|prepare|prepare_data_loader|device|to|"
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
 #: a class whose objects hold data (a constructor of anything else, given the rank, makes no share of it)
 _DATA_CLASS = re.compile(r"(?i)(loader|dataset|sampler|data|iter|stream|shard|split|subset|reader|pipe|source|files|"
                          r"list|batch|chunk|partition|buffer)")
 #: a function that builds data objects (``make_imagenet1k``, ``create_sampler``, ``build_dataloader``)
 _BUILDER = re.compile(r"^_?(make|build|create|get|init|setup|prepare|load)_\w+$")
-#: samplers that pad every rank's share to the same length (torch's, and subclasses named for it)
-_PADDING_SAMPLER = re.compile(r"(^|\.)\w*DistributedSampler$")
+#: samplers that pad every rank's share to the same length (torch's, and subclasses named for it: VITS's
+#: DistributedBucketSampler, mmdet's DistributedGroupSampler)
+_PADDING_SAMPLER = re.compile(r"(^|\.)\w*Distributed\w*Sampler$")
 _UNEVEN_SAMPLER = re.compile(r"(DistributedEvalSampler|SequentialDistributedSampler|UnevenSampler|"
                              r"split_dataset_by_node|InferenceSampler|shard_indices)")
 #: keyword arguments that carry the data (or its per-rank share) into a loader, sampler or shard call
 _DATA_KWARGS = frozenset({"dataset", "sampler", "batch_sampler", "indices", "index", "shard", "shards", "data",
                           "iterable", "split", "num_shards", "shard_id", "rank", "num_replicas", "files", "data_files"})
+
+
+#: the keyword arguments among those that hand a call the rank itself, not data
+_RANK_KWARGS = frozenset({"rank", "num_replicas", "shard_id", "num_shards"})
 
 
 def _padding_sampler(name: str) -> bool:
@@ -1148,10 +1153,20 @@ def _class_def(f: SourceFacts, name: str) -> tuple[SourceFacts, ast.ClassDef] | 
     return (other, found) if found is not None else None
 
 
+def _padding_subclass(f: SourceFacts, name: str) -> bool:
+    """Is ``name`` a class of the project that subclasses a padding sampler (VITS's ``DistributedBucketSampler``)?"""
+    if not name.rsplit(".", 1)[-1][:1].isupper() or _UNEVEN_SAMPLER.search(name):
+        return False
+    found = _class_def(f, name)
+    return found is not None and any(_padding_sampler(dotted(b)) for b in found[1].bases)
+
+
 def _rank_split_stream(f: SourceFacts, name: str, depth: int = 3) -> bool:
     """Is ``name`` a class of the project whose objects are an ``IterableDataset`` that reads the rank (prime-rl's
-    ``SFTDataset``: ``if (self.step - 1) % self.data_world_size != self.data_rank: continue``)? Each rank then
-    streams its own part, which no sampler pads: its length differs between ranks unless the data divides."""
+    ``SFTDataset``: ``if (self.step - 1) % self.data_world_size != self.data_rank: continue``), or a data set that
+    keeps every n-th item from the rank on (CodeXGLUE's ``TextDataset``: ``[... for idx, x in enumerate(dataset)
+    if idx % world_size == local_rank]``, then cut into blocks)? Each rank then holds its own part, which no
+    sampler pads: its length differs between ranks unless the data divides."""
     key = ("rank_split_stream", name)
     if key in f.memo:
         return f.memo[key]   # type: ignore[return-value]
@@ -1173,11 +1188,27 @@ def _rank_split_stream(f: SourceFacts, name: str, depth: int = 3) -> bool:
         nodes = [(facts, n) for facts, c in chain for n in subtree(c)]
         # (OpenChat's dataset hands the rank to its MultipackDistributedSampler, which gives every rank as many
         # batches)
-        result = iterable and any(isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and facts.is_rank_value(n)
-                                  for facts, n in nodes) \
+        # (a data set by its name or its base: Infinity's trainer keeps every n-th parameter's EMA copy, no data)
+        data_set = any(_DATA_CLASS.search(c.name) or any("Dataset" in dotted(b) for b in c.bases) for _f, c in chain)
+        result = (iterable and any(isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and facts.is_rank_value(n)
+                                   for facts, n in nodes)
+                  or data_set and any(_keeps_every_nth(facts, n) for facts, n in nodes)) \
             and not _makes_padding_sampler(n for _f, n in nodes)
     f.memo[key] = result
     return result
+
+
+def _keeps_every_nth(f: SourceFacts, node: ast.AST) -> bool:
+    """``idx % world_size == local_rank`` (or ``!=``, either way round): a test that keeps one item in n, this
+    rank's."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq))):
+        return False
+    left, right = node.left, node.comparators[0]
+    for mod, other in ((left, right), (right, left)):
+        if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod) and f.is_rank_value(other) \
+                and not f.is_rank_value(mod.left):
+            return True
+    return False
 
 
 def _callee(f: SourceFacts, call: ast.Call) -> tuple[SourceFacts, str] | None:
@@ -1258,7 +1289,8 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             values = bound.get(k, [])
         else:
             values = [value]
-        return bool(values) and all(_makes_padding_sampler(subtree(v)) for v in values)
+        return bool(values) and all(_makes_padding_sampler(subtree(v)) or isinstance(v, ast.Call)
+                                    and _padding_subclass(f, dotted(v.func)) for v in values)
 
     def is_uneven(node: ast.AST, scope: str | None = None) -> bool:
         # a comprehension's own loop names (verl's `[n * ep_rank + i for ep_rank in range(ep_size)]`: one entry per
@@ -1273,8 +1305,9 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 name = dotted(n.func)
                 if _UNEVEN_SAMPLER.search(name):   # first: SequentialDistributedSampler is not padded
                     return True
-                if _EVEN_CALLS.search(name):        # DistributedSampler and its subclasses pad every rank's share
-                    continue
+                if _EVEN_CALLS.search(name) or _padding_subclass(f, name):
+                    continue   # DistributedSampler and its subclasses pad every rank's share (VITS's
+                    # DistributedBucketSampler(torch.utils.data.distributed.DistributedSampler) pads each bucket)
                 if _AGREEING.search(call_name(n)[1]) and f.collective_of(n) is not None:
                     continue   # an all-gather's or a broadcast's result: the same on every rank
                 left = _count_left_unagreed(f, n)
@@ -1300,7 +1333,11 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                     # create_sampler): whether it pads the shares cannot be seen from here
                     continue
                 stack.extend(n.args)
-                stack.extend(kw.value for kw in n.keywords if kw.arg in _DATA_KWARGS)
+                # `rank=rank` makes a share of what a data call returns, not of a step's result (OpenPCDet's
+                # `accumulated_iter = train_one_epoch(..., rank=rank, ...)`: a counter every rank keeps alike)
+                data_call = bool(_DATA_CLASS.search(last) or _BUILDER.match(last))
+                stack.extend(kw.value for kw in n.keywords if kw.arg in _DATA_KWARGS
+                             and (data_call or kw.arg not in _RANK_KWARGS))
                 if isinstance(n.func, ast.Attribute):
                     stack.append(n.func.value)
                 continue
@@ -1356,28 +1393,43 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             return all(rank_only(e.value if isinstance(e, ast.Starred) else e) for e in value.elts)
         return f.is_rank_value(value)
 
-    for _ in range(3):
-        for names, value, scope, line in assigns:
-            because[0] = ""
-            if names and not rank_only(value) and is_uneven(value, scope):
-                uneven.update({n: uneven.get(n) or because[0] for n in names})
-                for n in names:
-                    uneven_lines.setdefault(n, set()).add(line)
-    # one level into the file's functions: ``evaluate(model, shard_loader)`` makes ``loader`` a share there
-    for name, defs in f.functions.items():
-        for stmt in f.calls_to.get(name, []):
-            caller = f.enclosing_function(stmt)
-            for call in (n for n in subtree(stmt) if isinstance(n, ast.Call) and call_name(n)[1] == name):
-                for fn in defs:
-                    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-                    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
-                        params = params[1:]
-                    passed = list(zip(params, call.args, strict=False))
-                    passed += [(kw.arg, kw.value) for kw in call.keywords if kw.arg in params]
-                    for param, arg in passed:
-                        because[0] = ""
-                        if is_uneven(arg, caller.name if caller is not None else None):
-                            uneven.setdefault(f"{fn.name}:{param}", because[0])
+    # the assignments, then what the file's functions are handed; again when that found a share a function builds
+    # on (CodeXGLUE's `train(args, train_dataset, ...)`, which makes its DataLoader from the share)
+    todo = assigns
+    for _round in range(2):
+        for _ in range(3):
+            for names, value, scope, line in todo:
+                because[0] = ""
+                if names and not rank_only(value) and is_uneven(value, scope):
+                    uneven.update({n: uneven.get(n) or because[0] for n in names})
+                    for n in names:
+                        uneven_lines.setdefault(n, set()).add(line)
+        # one level into the file's functions: ``evaluate(model, shard_loader)`` makes ``loader`` a share there
+        known = len(uneven)   # (a dict keeps the order keys were added in)
+        for name, defs in f.functions.items():
+            for stmt in f.calls_to.get(name, []):
+                caller = f.enclosing_function(stmt)
+                for call in (n for n in subtree(stmt) if isinstance(n, ast.Call) and call_name(n)[1] == name):
+                    for fn in defs:
+                        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+                        if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+                            params = params[1:]
+                        passed = list(zip(params, call.args, strict=False))
+                        passed += [(kw.arg, kw.value) for kw in call.keywords if kw.arg in params]
+                        for param, arg in passed:
+                            because[0] = ""
+                            if is_uneven(arg, caller.name if caller is not None else None):
+                                uneven.setdefault(f"{fn.name}:{param}", because[0])
+        handed = {k for k in list(uneven)[known:] if ":" in k}
+        # again, for a loader or a sampler a function builds from a share it was handed (CodeXGLUE's
+        # `train(args, train_dataset, ...)`: `DataLoader(train_dataset, sampler=RandomSampler(train_dataset))`), and
+        # only those: what else a function computes from its arguments is followed no further
+        todo = [(names, value, scope, line) for names, value, scope, line in assigns
+                if isinstance(value, ast.Call) and _DATA_CLASS.search(dotted(value.func).rsplit(".", 1)[-1])
+                and any(f"{scope}:{dotted(x)}" in handed for x in [*value.args, *(k.value for k in value.keywords)]
+                        if isinstance(x, ast.Name))]
+        if not todo:
+            break
     return uneven
 
 

@@ -2285,3 +2285,70 @@ def test_a_list_every_pass_appends_to_and_a_loop_that_reads_result_files() -> No
     assert found(results) == []
     assert found(results.replace("data = json.load(f)", "data = evaluate(model, f)")) == [
         (7, "rank0-long-work-before-collective")]   # (the loop, at line 7)
+
+
+def test_a_data_set_that_keeps_every_nth_item_and_a_loader_built_from_a_share(tmp_path: Path) -> None:
+    """CodeXGLUE's code completion (held-out round 25, missed blind): ``TextDataset`` keeps the items where
+    ``idx % world_size == local_rank`` and cuts them into blocks; ``train(args, train_dataset)`` builds its
+    DataLoader from that share with a RandomSampler: each rank runs its own number of DDP backwards."""
+    files = {
+        "run_lm.py": """\
+            import torch
+            from torch.utils.data import DataLoader, RandomSampler
+            from dataset import TextDataset
+
+            def load_examples(args):
+                return TextDataset(args)
+
+            def train(args, train_dataset, model):
+                sampler = RandomSampler(train_dataset)
+                loader = DataLoader(train_dataset, sampler=sampler, batch_size=8, drop_last=True)
+                for batch in loader:
+                    loss = model(batch)
+                    loss.backward()
+
+            def main(args):
+                model = torch.nn.parallel.DistributedDataParallel(net)
+                train_dataset = load_examples(args)
+                train(args, train_dataset, model)
+            """,
+        "dataset.py": """\
+            import torch
+            from torch.utils.data import Dataset
+
+            class TextDataset(Dataset):
+                def __init__(self, args):
+                    local_rank = args.local_rank
+                    world_size = torch.distributed.get_world_size()
+                    data = [x for idx, x in enumerate(load(args.data)) if idx % world_size == local_rank]
+                    self.blocks = cut(data, 1024)
+            """}
+    assert _found_in(_project(tmp_path / "a", files)) == [("run_lm.py", 13, "uneven-collective-count")]
+    # a DistributedSampler over it pads the shares; so does a sampler subclassing it (VITS's bucket sampler)
+    padded = dict(files, **{"run_lm.py": files["run_lm.py"].replace(
+        "sampler = RandomSampler(train_dataset)", "sampler = DistributedBucketSampler(train_dataset, 8, rank=r)")})
+    assert _found_in(_project(tmp_path / "b", padded)) == []
+    # every item on every rank: no share
+    assert _found_in(_project(tmp_path / "c", dict(files, **{"dataset.py": files["dataset.py"].replace(
+        " if idx % world_size == local_rank", "")}))) == []
+    # a class that is no data set, splitting something else by rank (Infinity's trainer keeps every n-th
+    # parameter's EMA copy), hands no share of the data to what it is given
+    trainer = {"run_lm.py": files["run_lm.py"].replace("TextDataset", "EmaKeeper"),
+               "dataset.py": files["dataset.py"].replace("class TextDataset(Dataset)", "class EmaKeeper(object)")
+                                                .replace("data = [x for idx, x in enumerate(load(args.data))",
+                                                         "ema = [p for idx, p in enumerate(params)")}
+    assert _found_in(_project(tmp_path / "d", trainer)) == []
+
+
+def test_handing_the_rank_to_a_step_makes_no_share_of_its_result() -> None:
+    """OpenPCDet: ``accumulated_iter = train_one_epoch(..., rank=rank)``; ``start_it = accumulated_iter % n``: a
+    counter every rank keeps alike, not a share of the data (``rank=`` makes a share only for a data call)."""
+    src = HEAD + ("model = torch.nn.parallel.DistributedDataParallel(net)\n"
+                  "def train_one_epoch(model, loader, it, rank):\n    for b in loader:\n        model(b).sum().backward()\n"
+                  "    return it + len(loader)\n"
+                  "it = 0\nfor epoch in range(10):\n    it = train_one_epoch(model, loader, it, rank=rank)\n"
+                  "    for step in range(it % 100, 100):\n        model(x).sum().backward()\n")
+    assert found(src) == []
+    # handed to a data call, the rank makes a share
+    shard = HEAD + "shard = ShardSubset(data, rank=rank)\nfor b in shard:\n    dist.all_reduce(b)\n"
+    assert found(shard) == [(5, "uneven-collective-count")]
