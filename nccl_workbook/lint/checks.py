@@ -525,6 +525,30 @@ def _is_data_condition(test: ast.AST) -> bool:
 Where = tuple[int, str, tuple[str, ...]]
 
 
+#: a test that looks at the file system
+_FILE_TEST = re.compile(r"(?<![\w])(os\.path\.(exists|isfile|isdir|lexists)\(|(glob\.)?glob\(|os\.listdir\()|"
+                        r"\.(exists|is_file|is_dir)\(\)")
+
+
+#: a path named for a checkpoint, or for a file a run prepares once
+_CHECKPOINT_NAME = re.compile(r"(?i)ckpt|checkpoint|resume|pretrain|weights?\b|\.pth?\b|safetensors|state_dict|cache|"
+                              r"download|lexicon|vocab|manifest|prepare")
+
+
+def _reads_files(f: SourceFacts, test: ast.AST) -> bool:
+    """Does the test look at the file system, itself or through a function of the project it calls (Megatron-
+    DeepSpeed's ``found_kill_switch()``: ``os.path.exists(args.kill_switch_path)``)?"""
+    if _FILE_TEST.search(ast.unparse(test)):
+        return True
+    for call in (n for n in subtree(test) if isinstance(n, ast.Call)):
+        target = _callee(f, call)
+        if target is not None and target[1] in target[0].functions:
+            fn = target[0].functions[target[1]][0]
+            if len(fn.body) <= 8 and _FILE_TEST.search(ast.unparse(fn)):
+                return True
+    return False
+
+
 class _RankWalk:
     """Walks every block once, knowing which rank condition (if any) the current statement runs under."""
 
@@ -617,6 +641,8 @@ class _RankWalk:
                 kept = _without_shared(text)
                 if where is None and _DATA_NAME.search(kept) and _LOCAL_COUNT_TEST.search(kept):
                     self.data_branch(stmt)
+                elif where is None and _reads_files(f, stmt.test):
+                    self.file_branch(stmt)
                 # `if not fsdp_eval and not is_rank0: return`, then `if fsdp_eval:`: every rank is here
                 self.block(stmt.body, None if where is not None and text in where[2] else where)
                 self.block(stmt.orelse, where)
@@ -777,6 +803,38 @@ class _RankWalk:
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}), a test of this rank's own "
             f"data, {'holds' if body is not None else 'does not hold'}"))
+
+    def file_branch(self, stmt: ast.If) -> None:
+        """A collective under a test of the file system made while the job runs (diffusion-pipe's ``if
+        save_signal_file.exists(): dist.barrier()`` in ``process_step``, Megatron-DeepSpeed's ``if
+        found_kill_switch(): save_checkpoint_and_time(...)`` in its training loop): each rank looks at its own
+        moment, and on its own node, so a file made during the run lets some ranks in and not the others. (A
+        checkpoint looked for once at the start is not reported: it was there before the job began.)"""
+        rest = stmt.orelse
+        while len(rest) == 1 and isinstance(rest[0], ast.If) and _reads_files(self.f, rest[0].test):
+            rest = rest[0].orelse   # `elif save_quit_signal_file.exists():`: another file's test, walked apart
+        body, other = self.f.first_collective(stmt.body), self.f.first_collective(rest)
+        if (body is None) == (other is None) or self.f.is_rank_condition(stmt.test):
+            return
+        if any(isinstance(c, ast.Call) and (call_name(c)[1] in ("any_rank", "all_ranks")
+                                            or self.f.collective_of(c) is not None) for c in subtree(stmt.test)):
+            return   # decided together: `if nccl_workbook.fixes.any_rank(os.path.exists(path)):`
+        # checked again and again while the job runs: in a loop, or in a function run once a step; a checkpoint
+        # looked for at the start (a resume) was there before the job began, on storage the job shares
+        fn = self.f.enclosing_function(stmt)
+        if self.f.enclosing_loop(stmt) is None and not (fn is not None and re.search(r"(^|_)(step|iteration)$", fn.name)) \
+                or _CHECKPOINT_NAME.search(ast.unparse(stmt.test)):
+            return
+        site = body or other
+        assert site is not None
+        self.out.append(RawFinding(
+            Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
+            f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}) "
+            f"{'holds' if body is not None else 'does not hold'}: each rank tests the file system on its own, at its "
+            f"own moment and on its own node, so a file made during the run (a signal file) or a folder that is not "
+            f"shared lets some ranks in and not the others",
+            fix="test on one rank and share the answer, so that every rank takes the same branch: "
+                "`if nccl_workbook.fixes.any_rank(os.path.exists(path)):`"))
 
     def early_exit(self, stmt: ast.If) -> None:
         """``break`` on some ranks, or leaving early on a per-rank data condition, before a collective."""

@@ -2352,3 +2352,27 @@ def test_handing_the_rank_to_a_step_makes_no_share_of_its_result() -> None:
     # handed to a data call, the rank makes a share
     shard = HEAD + "shard = ShardSubset(data, rank=rank)\nfor b in shard:\n    dist.all_reduce(b)\n"
     assert found(shard) == [(5, "uneven-collective-count")]
+
+
+def test_a_collective_under_a_file_test_made_while_the_job_runs() -> None:
+    """diffusion-pipe's signal files (held-out round 24) and Megatron-DeepSpeed's kill switch (round 25), both
+    missed blind: each rank tests the file system at its own moment, so a file made during the run lets some ranks
+    into the barrier and not the others."""
+    signal = HEAD + ("import os\nfor step, x in enumerate(loader):\n    model(x).sum().backward()\n"
+                     "    if os.path.exists(save_signal_file):\n        dist.barrier()\n        save(model)\n")
+    (f,) = lint_source(signal)
+    assert (f.line, f.rule.value) == (7, "collective-in-rank-branch") and "its own moment" in f.message
+    assert "any_rank(os.path.exists(path))" in f.fix
+    # decided together, nothing to report
+    assert found(signal.replace("if os.path.exists(save_signal_file):",
+                                "if any_rank(os.path.exists(save_signal_file)):")) == []
+    # a checkpoint looked for once at the start was there before the job began
+    resume = HEAD + "import os\nif os.path.exists(resume_path):\n    dist.barrier()\n    load(resume_path)\n"
+    assert found(resume) == []
+    assert found(signal.replace("save_signal_file", "latest_ckpt")) == []
+    # through a helper of the file that looks (`found_kill_switch()`), in a method run once a step, elif chains
+    kill = HEAD + ("import os\ndef found_kill_switch():\n    return os.path.exists(args.kill_switch_path)\n"
+                   "class Saver:\n    def process_step(self, step):\n        if found_kill_switch():\n"
+                   "            dist.barrier()\n        elif self.quit_file.exists():\n            dist.barrier()\n")
+    assert found(kill) == [(9, "collective-in-rank-branch"), (11, "collective-in-rank-branch")]
+    assert found(kill.replace("def process_step", "def setup")) == []
