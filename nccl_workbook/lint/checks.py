@@ -790,19 +790,28 @@ class _RankWalk:
         """A collective under a test of this rank's own data (an empty list, a NaN loss), in the ``if`` or in
         its ``else`` (StableCascade's ``if np.isnan(loss.mean().item()): <say so> else: <save, sample>``): the
         ranks whose data differs skip it."""
-        body, other = self.f.first_collective(stmt.body), self.f.first_collective(stmt.orelse)
-        if (body is None) == (other is None) or _exits(stmt.body) or _exits(stmt.orelse):
+        one = self._one_side(stmt, stmt.orelse)
+        if one is None or _exits(stmt.body) or _exits(stmt.orelse):
             return
-        if other is not None and len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If):
+        site, holds = one
+        if holds == "does not hold" and len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If):
             return   # an `elif`: its own test is walked as an `if`
         if not _tests_local_data(self.f, stmt):
             return
-        site = body or other
-        assert site is not None
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}), a test of this rank's own "
-            f"data, {'holds' if body is not None else 'does not hold'}"))
+            f"data, {holds}"))
+
+    def _one_side(self, stmt: ast.If, rest: list[ast.stmt]) -> tuple[Site, str] | None:
+        """The first collective of the ``if``'s body, or of ``rest`` (its ``else``), when only one of them has
+        one, and whether it runs where the test holds or where it does not; else None."""
+        body, other = self.f.first_collective(stmt.body), self.f.first_collective(rest)
+        if body is not None and other is None:
+            return body, "holds"
+        if other is not None and body is None:
+            return other, "does not hold"
+        return None
 
     def file_branch(self, stmt: ast.If) -> None:
         """A collective under a test of the file system made while the job runs (diffusion-pipe's ``if
@@ -813,8 +822,8 @@ class _RankWalk:
         rest = stmt.orelse
         while len(rest) == 1 and isinstance(rest[0], ast.If) and _reads_files(self.f, rest[0].test):
             rest = rest[0].orelse   # `elif save_quit_signal_file.exists():`: another file's test, walked apart
-        body, other = self.f.first_collective(stmt.body), self.f.first_collective(rest)
-        if (body is None) == (other is None) or self.f.is_rank_condition(stmt.test):
+        one = self._one_side(stmt, rest)
+        if one is None or self.f.is_rank_condition(stmt.test):
             return
         if any(isinstance(c, ast.Call) and (call_name(c)[1] in ("any_rank", "all_ranks")
                                             or self.f.collective_of(c) is not None) for c in subtree(stmt.test)):
@@ -825,12 +834,11 @@ class _RankWalk:
         if self.f.enclosing_loop(stmt) is None and not (fn is not None and re.search(r"(^|_)(step|iteration)$", fn.name)) \
                 or _CHECKPOINT_NAME.search(ast.unparse(stmt.test)):
             return
-        site = body or other
-        assert site is not None
+        site, holds = one
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}) "
-            f"{'holds' if body is not None else 'does not hold'}: each rank tests the file system on its own, at its "
+            f"{holds}: each rank tests the file system on its own, at its "
             f"own moment and on its own node, so a file made during the run (a signal file) or a folder that is not "
             f"shared lets some ranks in and not the others",
             fix="test on one rank and share the answer, so that every rank takes the same branch: "
