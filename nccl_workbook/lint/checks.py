@@ -831,8 +831,8 @@ class _RankWalk:
         # checked again and again while the job runs: in a loop, or in a function run once a step; a checkpoint
         # looked for at the start (a resume) was there before the job began, on storage the job shares
         fn = self.f.enclosing_function(stmt)
-        if self.f.enclosing_loop(stmt) is None and not (fn is not None and re.search(r"(^|_)(step|iteration)$", fn.name)) \
-                or _CHECKPOINT_NAME.search(ast.unparse(stmt.test)):
+        per_step = fn is not None and re.search(r"(^|_)(step|iteration)$", fn.name)
+        if self.f.enclosing_loop(stmt) is None and not per_step or _CHECKPOINT_NAME.search(ast.unparse(stmt.test)):
             return
         site, holds = one
         self.out.append(RawFinding(
