@@ -135,7 +135,7 @@ def _escapes(f: SourceFacts, test: ast.AST, *, negated: bool = False) -> tuple[s
     terms: list[ast.AST] = []
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if negated else ast.Or):
         terms = [v for v in test.values if not f.is_rank_condition(v)]
-    out = []
+    out = [] if negated else _flag_escapes(f, test)
     for t in terms:
         if negated:
             out.append(ast.unparse(t.operand) if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not)
@@ -143,6 +143,41 @@ def _escapes(f: SourceFacts, test: ast.AST, *, negated: bool = False) -> tuple[s
         else:
             out.append(ast.unparse(t))
     return tuple(out)
+
+
+def _flag_escapes(f: SourceFacts, test: ast.AST) -> list[str]:
+    """alphafold3-pytorch: ``self.will_eval_or_test = self.is_main or distributed_eval`` (with ``self.distributed_eval
+    = distributed_eval``), then ``if self.will_eval_or_test and ...:`` ... ``if self.distributed_eval:
+    all_reduce(...)``: where the flag's other term holds, every rank is in. Those terms, by both their names."""
+    flags = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    out: list[str] = []
+    for flag in flags:
+        if not isinstance(flag, (ast.Name, ast.Attribute)):
+            continue
+        for node in f.nodes:
+            if not (isinstance(node, ast.Assign) and any(dotted(t) == dotted(flag) for t in node.targets)
+                    and isinstance(node.value, ast.BoolOp) and isinstance(node.value.op, ast.Or)):
+                continue
+            for term in node.value.values:
+                if f.is_rank_condition(term) or not isinstance(term, (ast.Name, ast.Attribute)):
+                    continue
+                out.append(dotted(term))
+                # the attribute that keeps a parameter (`self.distributed_eval = distributed_eval`), and back
+                out += [dotted(t) for n in f.nodes if isinstance(n, ast.Assign) and dotted(n.value) == dotted(term)
+                        for t in n.targets if isinstance(t, (ast.Name, ast.Attribute))]
+                out += [dotted(n.value) for n in f.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
+                        and any(dotted(t) == dotted(term) for t in n.targets)]
+    return out
+
+
+def _on_every_rank_by_default(f: SourceFacts, escapes: tuple[str, ...]) -> bool:
+    """Is one of the escapes a parameter whose default is ``True`` (alphafold3-pytorch's ``distributed_eval: bool =
+    True``)? Then, as the script is written to run, every rank is in the region: only a non-default setting
+    leaves the work to the main rank."""
+    names = {e for e in escapes if e.isidentifier()}
+    return bool(names) and any(name in names and _const(default) is True
+                               for node in f.nodes if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                               for name, default in _param_defaults(node))
 
 
 def _escaped(stmts: list[ast.stmt], escapes: tuple[str, ...]) -> frozenset[int]:
@@ -705,6 +740,8 @@ class _RankWalk:
         other ranks reach when nothing after ``after`` is one)."""
         # what runs under an escape test (`if use_fsdp_eval:`) runs on every rank: not part of the region
         skip = _escaped(stmts, where[2]) if where is not None and where[2] else frozenset()
+        if where is not None and _on_every_rank_by_default(self.f, where[2]):
+            return
         if where is None or not stmts or self._explicit_collective(
                 stmts, skip, sharded_alike=_sharded_or_rank(self.f, stmts[0], where[0])):
             return

@@ -2376,3 +2376,21 @@ def test_a_collective_under_a_file_test_made_while_the_job_runs() -> None:
                    "            dist.barrier()\n        elif self.quit_file.exists():\n            dist.barrier()\n")
     assert found(kill) == [(9, "collective-in-rank-branch"), (11, "collective-in-rank-branch")]
     assert found(kill.replace("def process_step", "def setup")) == []
+
+
+def test_a_rank_flag_whose_other_term_is_a_setting_on_by_default() -> None:
+    """alphafold3-pytorch (held-out round 26, two false reports at the blind run): ``will_eval_or_test = is_main or
+    distributed_eval``; under it, ``if self.distributed_eval: all_reduce(...)`` runs on every rank, and with the
+    default ``distributed_eval=True`` so does the validation."""
+    src = HEAD + ("class Trainer:\n    def __init__(self, model, distributed_eval: bool = True):\n"
+                  "        self.model = torch.nn.parallel.DistributedDataParallel(model)\n"
+                  "        self.is_main = dist.get_rank() == 0\n        self.distributed_eval = distributed_eval\n"
+                  "        self.will_eval = self.is_main or distributed_eval\n"
+                  "    def fit(self, loader, valid_loader):\n        for x in loader:\n"
+                  "            self.model(x).sum().backward()\n            if self.will_eval:\n"
+                  "                for v in valid_loader:\n                    loss = self.model(v)\n"
+                  "                if self.distributed_eval:\n                    dist.all_reduce(loss)\n")
+    assert found(src) == []
+    # off by default, rank 0 validates alone while the others go on to the next backward
+    assert found(src.replace("distributed_eval: bool = True", "distributed_eval: bool = False")) == [
+        (13, "rank0-long-work-before-collective")]
