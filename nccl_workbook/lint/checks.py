@@ -150,15 +150,20 @@ def _flag_escapes(f: SourceFacts, test: ast.AST) -> list[str]:
     = distributed_eval``), then ``if self.will_eval_or_test and ...:`` ... ``if self.distributed_eval:
     all_reduce(...)``: where the flag's other term holds, every rank is in. Those terms, by both their names."""
     flags = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    if ("either_flags", "") not in f.memo:   # a flag's name -> the `a or b` values it is given, found once a file
+        either: dict[str, list[ast.BoolOp]] = {}
+        for node in f.nodes:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.BoolOp) and isinstance(node.value.op, ast.Or):
+                for t in node.targets:
+                    either.setdefault(dotted(t), []).append(node.value)
+        f.memo[("either_flags", "")] = either
+    either = f.memo[("either_flags", "")]   # type: ignore[assignment]
     out: list[str] = []
     for flag in flags:
         if not isinstance(flag, (ast.Name, ast.Attribute)):
             continue
-        for node in f.nodes:
-            if not (isinstance(node, ast.Assign) and any(dotted(t) == dotted(flag) for t in node.targets)
-                    and isinstance(node.value, ast.BoolOp) and isinstance(node.value.op, ast.Or)):
-                continue
-            for term in node.value.values:
+        for value in either.get(dotted(flag), []):
+            for term in value.values:
                 if f.is_rank_condition(term) or not isinstance(term, (ast.Name, ast.Attribute)):
                     continue
                 out.append(dotted(term))

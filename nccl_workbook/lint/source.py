@@ -337,8 +337,13 @@ _PATH_NAME = re.compile(r"(?i)(path|file|fname|filename|dest)$")
 def _names_a_file(call: ast.Call, kinds: tuple[str, ...]) -> bool:
     """Is a literal among the call's arguments a file name with one of these endings? A save to a text file
     (``_TEXT_FILE``: THUMT's ``export_params(params.output, "params.json", params)``) writes no model."""
+    return any(_spells_a_file(a, kinds) for a in [*call.args, *(k.value for k in call.keywords)])
+
+
+def _spells_a_file(node: ast.AST, kinds: tuple[str, ...]) -> bool:
+    """Does a string literal in the expression end with one of these endings (``f"{out}/info{suffix}.json"``)?"""
     return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lower().endswith(kinds)
-               for a in [*call.args, *(k.value for k in call.keywords)] for n in subtree(a))
+               for n in subtree(node))
 
 
 def _lookup_name(name: str) -> bool:
@@ -1636,18 +1641,15 @@ class SourceFacts:
     def _path_names_a_file(self, call: ast.Call, kinds: tuple[str, ...]) -> bool:
         """Is a path the call is given, held in a local name, always a file name with one of these endings
         (StableCascade's ``full_path = f".../info{suffix}.json"``, then ``safe_save(vars(self.info), full_path)``)?"""
-        around = [d for defs in self.functions.values() for d in defs
-                  if d.lineno <= call.lineno <= (d.end_lineno or d.lineno)]
-        if not around:
+        fn = self._scope_of(call.lineno)
+        if fn is None:
             return False
-        fn = max(around, key=lambda d: d.lineno)   # the innermost
         for arg in [*call.args, *(k.value for k in call.keywords)]:
             if not (isinstance(arg, ast.Name) and _PATH_NAME.search(arg.id)):
                 continue
             values = [n.value for n in walk_local(fn) if isinstance(n, ast.Assign)
                       and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)]
-            if values and all(any(isinstance(c, ast.Constant) and isinstance(c.value, str)
-                                  and c.value.lower().endswith(kinds) for c in subtree(v)) for v in values):
+            if values and all(_spells_a_file(v, kinds) for v in values):
                 return True
         return False
 
