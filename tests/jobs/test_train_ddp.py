@@ -14,7 +14,9 @@ def test_healthy_run_is_quick_and_clean(tmp_path) -> None:  # noqa: ANN001
     assert r.returncode == 0, r.output[-3000:]
     assert "done: 20 steps" in r.output and "val loss" in r.output
     assert (tmp_path / "ckpt.pt").exists()  # rank 0 saved a checkpoint
-    assert r.wall_s < 50   # 10-15 s alone; 43 s once beside a second test worker: well inside the 60 s deadline
+    # 10-15 s alone; 43 s beside a second test worker, 54.8 s beside two on a busy day (stop 33's CI): the bound
+    # is the 60 s deadline the job is given, which it must meet without being stopped
+    assert not r.timed_out and r.wall_s < 60
 
 
 def test_the_script_imports_nothing_from_the_workbook() -> None:
