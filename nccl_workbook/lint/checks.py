@@ -629,6 +629,8 @@ class _RankWalk:
             self.block(stmt.body, None)
             return
         self.expressions(stmt, where)
+        if where is not None and isinstance(stmt, ast.Assign):
+            self.stop_flag(stmt, where)
         if where is None and isinstance(stmt, (ast.Expr, ast.Assign)) and isinstance(stmt.value, ast.Call):
             # `utils.save_on_master(state, path)` (DeiT, DINO, ConvNeXt): the helper of another file tests the
             # rank itself; its name says so
@@ -930,6 +932,31 @@ class _RankWalk:
             f"`return` when `{_cond_text(stmt.test)}` (line {stmt.lineno}) leaves {name} on the main rank only, "
             f"while the other ranks go on to {site.label} at {site.at} and wait there for it until the timeout"))
 
+    def stop_flag(self, stmt: ast.Assign, where: Where) -> None:
+        """``if trainer.is_global_zero: trainer.should_stop = True`` (sleap-nn PR 471): the training loop stops on
+        those ranks only, and the others go on to the next step's collectives. Lightning's own ``EarlyStopping``
+        agrees the flag with ``strategy.reduce_boolean_decision``; a flag set by hand on some ranks is not agreed
+        (nor is an HF Trainer callback's ``control.should_training_stop``)."""
+        f = self.f
+        target = next((t for t in stmt.targets if isinstance(t, ast.Attribute) and t.attr in _STOP_FLAGS), None)
+        if target is None or not (isinstance(stmt.value, ast.Constant) and stmt.value.value is True):
+            return
+        fn = f.enclosing_function(stmt)
+        if any(isinstance(n, ast.Call) and n.lineno > stmt.lineno and _AGREES_FLAG.search(dotted(n.func))
+               and any(isinstance(a, ast.Attribute) and a.attr == target.attr for a in subtree(n))
+               for n in (walk_local(fn) if fn is not None else f.nodes)):
+            return   # `trainer.should_stop = trainer.strategy.reduce_boolean_decision(trainer.should_stop, all=False)`
+        line, cond, _escapes_ = where
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
+            f"`{dotted(target)} = True` under `{cond}` (line {line}, true on some ranks only) stops the training "
+            f"loop on those ranks only, while the others go on to the next step",
+            why=("they wait in its collectives (DDP's gradient all-reduce) for ranks that have left the loop, until "
+                 "the process-group timeout"),
+            fix=("stop on every rank or on none: set the flag from a decision all ranks share, "
+                 "`trainer.should_stop = trainer.strategy.reduce_boolean_decision(stop, all=False)` in Lightning, "
+                 "or `nccl_workbook.fixes.any_rank(stop)` computed on every rank")))
+
     def break_in_rank_region(self, stmt: ast.Break) -> None:
         """A ``break`` deeper inside a rank-only ``if`` (``if rank == 0: ... if patience_hit: break``):
         only those ranks leave the loop, the others go on to its next collective."""
@@ -956,6 +983,13 @@ class _RankWalk:
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
             f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
             f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at {site.at}"))
+
+
+#: a training loop's stop flag: Lightning's ``trainer.should_stop``, an HF Trainer callback's
+#: ``control.should_training_stop``
+_STOP_FLAGS = ("should_stop", "should_training_stop")
+#: a call that makes a flag the same on every rank
+_AGREES_FLAG = re.compile(r"(^|\.)(reduce_boolean_decision|broadcast\w*|all_reduce|all_gather\w*|any_rank|all_ranks)$")
 
 
 #: a test of the pipeline stage this rank holds (Megatron's ``mpu.is_pipeline_first_stage()``, DeepSpeed's

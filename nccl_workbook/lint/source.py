@@ -66,6 +66,13 @@ UNAMBIGUOUS_METHODS = frozenset({
     "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "broadcast_object_list",
     "wait_for_everyone", "gather_for_metrics", "pad_across_processes",
 })
+#: mpi4py's collectives (lower case for Python objects, capitalised for buffers), on a communicator: the
+#: guided-diffusion family loads a checkpoint with ``MPI.COMM_WORLD.bcast`` beside its torch.distributed group
+MPI_COLLECTIVES = frozenset({
+    "bcast", "Bcast", "allreduce", "Allreduce", "allgather", "Allgather", "Allgatherv", "gather", "Gather",
+    "Gatherv", "scatter", "Scatter", "Scatterv", "reduce", "Reduce", "Reduce_scatter", "alltoall", "Alltoall",
+    "barrier", "Barrier",
+})
 #: method names that are collectives only on a distributed object (``functools.reduce``, ``torch.gather``)
 DIST_RECEIVERS = re.compile(r"(^|\.)(dist|distributed|torch\.distributed|hvd|horovod|accelerator|fabric|strategy|"
                             r"comm|xm|bps|dist_utils|du)$")
@@ -824,6 +831,15 @@ class SourceFacts:
             or receiver in self.dist_objects \
             or full.startswith(("horovod", "deepspeed.comm", "accelerate"))
 
+    def _mpi_communicator(self, receiver: str) -> bool:
+        """Is ``receiver`` the world's mpi4py communicator (``MPI.COMM_WORLD``, or a ``comm`` of a file that imports
+        mpi4py)? Not a communicator split off it (dlio's ``leader_comm``, of the ranks that take the branch)."""
+        if not receiver or not any(m.startswith("mpi4py") for m in self.modules.values()):
+            return False
+        head = receiver.split(".", 1)[0]
+        return self.modules.get(head, "").startswith("mpi4py") and receiver.endswith(".COMM_WORLD") \
+            or receiver.rsplit(".", 1)[-1] in ("comm", "mpi_comm", "world_comm", "comm_world")
+
     def is_rank_value(self, node: ast.AST) -> bool:
         """Does this expression hold a value that differs per rank (a rank, a rank-derived number)?"""
         if isinstance(node, (ast.Name, ast.Attribute)):
@@ -940,6 +956,8 @@ class SourceFacts:
             return None
         if name in DIST_COLLECTIVES and (self.resolves_to_dist(recv) or full.startswith("torch.distributed")):
             return Site(line, label)
+        if name in MPI_COLLECTIVES and self._mpi_communicator(recv):
+            return Site(line, f"{label} (an MPI collective)")
         if full.endswith("DistributedDataParallel") or (name == "DistributedDataParallel" and recv.endswith("parallel")):
             # its constructor checks the parameters' shapes on every rank and broadcasts rank 0's values
             return Site(line, f"{label} (DDP's constructor: an all-gather and a broadcast over the group)")
@@ -1669,7 +1687,10 @@ class SourceFacts:
             if leaving is None:
                 rest = block[i + 1:]
                 for later in rest:
-                    site = self.first_collective(later)
+                    # audiolm's `if self.is_main and not (steps % self.save_model_every): self.save(...)`: a branch
+                    # taken on the main rank only is not where every rank goes next (its `else` is)
+                    site = self.first_collective(later.orelse if isinstance(later, ast.If)
+                                                 and self._on_main_only(later) else later)
                     if site is not None:
                         return site
                     if ends_group(later):
@@ -1755,6 +1776,27 @@ class SourceFacts:
                                                  f"{inner.at})",
                                     path=Path(base.path).name, by_base=True)
         return None
+
+    def _on_main_only(self, stmt: ast.If) -> bool:
+        """Does the ``if`` hold on the main rank only: ``is_main``, ``rank == 0``, ``local_rank in [-1, 0]``, or
+        one of them and-ed with other terms (not a negation, not a test that may hold on the other ranks)?"""
+        if not self.rank_branch(stmt):
+            return False
+
+        def main(term: ast.AST) -> bool:
+            if isinstance(term, ast.BoolOp) and isinstance(term.op, ast.And):
+                return any(main(v) for v in term.values)
+            if isinstance(term, (ast.Name, ast.Attribute)):
+                return self.is_rank_condition(term) and not self.is_rank_value(term)
+            if isinstance(term, ast.Compare) and len(term.ops) == 1 and (
+                    self.is_rank_value(term.left) or any(self.is_rank_value(c) for c in term.comparators)):
+                right = term.comparators[0]
+                consts = [_const(term.left), _const(right)] + (
+                    [_const(e) for e in right.elts] if isinstance(right, (ast.List, ast.Tuple, ast.Set)) else [])
+                return 0 in consts and isinstance(term.ops[0], (ast.Eq, ast.In))
+            return False
+
+        return main(stmt.test)
 
     def rank_branch(self, stmt: ast.If) -> bool:
         """Does the ``if`` test this process's rank (not a loop counter over the ranks' indices)?"""

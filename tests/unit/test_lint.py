@@ -2394,3 +2394,84 @@ def test_a_rank_flag_whose_other_term_is_a_setting_on_by_default() -> None:
     # off by default, rank 0 validates alone while the others go on to the next backward
     assert found(src.replace("distributed_eval: bool = True", "distributed_eval: bool = False")) == [
         (13, "rank0-long-work-before-collective")]
+
+
+def test_a_stop_flag_set_on_some_ranks_only() -> None:
+    """sleap-nn PR 471 (confirmed, collected blind in stop 34): a Lightning callback sets ``trainer.should_stop`` on
+    rank 0 only; a barrier does not share its value, so rank 0 leaves the fit loop while the others run the next
+    batch's DDP collectives. An HF Trainer callback's ``control.should_training_stop`` is no more agreed."""
+    src = ("import lightning.pytorch as pl\n"
+           "class Stopper(pl.Callback):\n"
+           "    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):\n"
+           "        if trainer.is_global_zero:\n"
+           "            if self.socket.poll(self.timeout):\n"
+           "                trainer.should_stop = True\n"
+           "        trainer.strategy.barrier()\n")
+    (f,) = lint_source(src)
+    assert (f.line, f.rule.value) == (6, "uneven-collective-count")
+    assert "trainer.is_global_zero" in f.message and "reduce_boolean_decision" in f.fix
+    # the fix of PR 471: the flag agreed on every rank
+    assert found(src.replace("trainer.strategy.barrier()", "trainer.should_stop = trainer.strategy."
+                             "reduce_boolean_decision(trainer.should_stop, all=False)")) == []
+    # set on every rank (a step count every rank shares), nothing to report
+    assert found(src.replace("if trainer.is_global_zero:", "if trainer.global_step >= 100:")) == []
+    hf = ("class StopCallback(TrainerCallback):\n"
+          "    def on_step_end(self, args, state, control, **kwargs):\n"
+          "        if state.is_world_process_zero and self.stop_requested():\n"
+          "            control.should_training_stop = True\n")
+    assert found(hf) == [(4, "uneven-collective-count")]
+    assert found(hf.replace("state.is_world_process_zero and ", "")) == []
+
+
+def test_an_mpi_collective_is_a_collective() -> None:
+    """consistency_models (held-out round 27): only rank 0 calls ``dist_util.load_state_dict``, which broadcasts the
+    file with ``MPI.COMM_WORLD.bcast``; on the other side of its own rank test every rank takes part, so the
+    reading on rank 0 is no long work before a collective."""
+    util = ("from mpi4py import MPI\nimport torch.distributed as dist\n"
+            "def load_state_dict(path):\n"
+            "    if MPI.COMM_WORLD.Get_rank() == 0:\n"
+            "        data = open(path, 'rb').read()\n"
+            "        MPI.COMM_WORLD.bcast(len(data))\n"
+            "        for i in range(0, len(data), 2**30):\n"
+            "            MPI.COMM_WORLD.bcast(data[i : i + 2**30])\n"
+            "    else:\n"
+            "        n = MPI.COMM_WORLD.bcast(None)\n"
+            "        data = b''.join(MPI.COMM_WORLD.bcast(None) for _ in range(n))\n"
+            "    return data\n"
+            "def resume(model, path):\n"
+            "    if dist.get_rank() == 0:\n"
+            "        model.load_state_dict(load_state_dict(path))\n"
+            "    dist.broadcast(model.weight, 0)\n")
+    assert found(util) == [(15, "collective-in-rank-branch")]
+    assert "an MPI collective" in lint_source(util)[0].message
+    # a `comm` of a file that imports mpi4py is a communicator; without mpi4py, `comm.bcast` says nothing
+    comm = "from mpi4py import MPI\ncomm = MPI.COMM_WORLD\nif comm.Get_rank() == 0:\n    comm.bcast(1)\n"
+    assert found(comm) == [(4, "collective-in-rank-branch")]
+    assert found(comm.replace("from mpi4py import MPI\ncomm = MPI.COMM_WORLD\n", "")) == []
+    # dlio (round 27): a communicator split off for the ranks that take the branch is theirs alone
+    leaders = ("from mpi4py import MPI\nsplit_comm = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)\n"
+               "if split_comm.rank == 0:\n    leader_comm = MPI.COMM_WORLD.Split(color=0)\n"
+               "    ppn = leader_comm.allgather(split_comm.size)\n")
+    assert found(leaders) == []
+
+
+def test_the_others_do_not_go_into_the_next_branch_of_the_main_rank() -> None:
+    """audiolm-pytorch (held-out round 27): after the main rank's validation, the next collective the others reach
+    is the `wait_for_everyone()` after the main rank's save, not the save's own collective inside `if self.is_main
+    and ...:` (the message named it)."""
+    src = ("from accelerate import Accelerator\n"
+           "class Trainer:\n"
+           "    def train_step(self, steps):\n"
+           "        self.accelerator.wait_for_everyone()\n"
+           "        if self.is_main and not (steps % self.save_results_every):\n"
+           "            for _ in range(self.valid_batches):\n"
+           "                loss = self.unwrapped_model(next(self.valid_dl_iter))\n"
+           "        if self.is_main and not (steps % self.save_model_every):\n"
+           "            self.accelerator.wait_for_everyone()\n"
+           "        self.accelerator.wait_for_everyone()\n")
+    (f,) = [x for x in lint_source(src) if x.rule.value == "rank0-long-work-before-collective"]
+    assert f.line == 6 and "wait_for_everyone() at line 10" in f.message
+    # a branch the other ranks take is where they go
+    other = lint_source(src.replace("if self.is_main and not (steps % self.save_model_every):",
+                                    "if not self.is_main:"))
+    assert [x.message for x in other if x.rule.value == "rank0-long-work-before-collective"][0].count("at line 9")
