@@ -749,6 +749,8 @@ class _RankWalk:
         skip = _escaped(stmts, where[2]) if where is not None and where[2] else frozenset()
         if where is not None and _on_every_rank_by_default(self.f, where[2]):
             return
+        if where is not None and stmts:
+            self.ddp_forward_alone(stmts, where, after, function, skip)
         if where is None or not stmts or self._explicit_collective(
                 stmts, skip, sharded_alike=_sharded_or_rank(self.f, stmts[0], where[0])):
             return
@@ -784,6 +786,43 @@ class _RankWalk:
             f"{nxt.label} at {nxt.at}",
             scenario="slow-metrics-on-rank0" if work.kind == "logging" else "", across=bool(nxt.path) and not nxt.by_base,
             note=_save_note(work, self.f), why=_wait_why(self.f)))
+
+    def ddp_forward_alone(self, stmts: list[ast.stmt], where: Where, after: ast.AST | None,
+                          function: ast.FunctionDef | ast.AsyncFunctionDef | None, skip: frozenset[int]) -> None:
+        """A forward of the DDP-wrapped model on some ranks only, with no training step after it on the others
+        (train-llm-from-scratch PR 32: the final evaluation under `is_main` after the loop; open_clip issue 1121:
+        `evaluate()` returns at once on the other ranks, after the last epoch). DDP broadcasts the module's
+        buffers from rank 0 at the first forward after a training step: mid-training that broadcast pairs with
+        the others' next forward (a run on torch 2.13 with gloo completes), after the last step nobody joins it
+        (the same run times out)."""
+        f = self.f
+        guard = next((n for n in f.nodes if isinstance(n, ast.If) and n.lineno == where[0]), None)
+        if guard is not None and (f.deals_round_robin(guard) or isinstance(_exits(guard.body), ast.Continue)):
+            return   # build-nanogpt's `if i % ddp_world_size != ddp_rank: continue`: every rank forwards its share
+        if any(isinstance(n, ast.Call) and f.collective_of(n) is not None for s in stmts for n in walk_local(s, skip)):
+            return   # the region's own collective (a backward on rank 0) is the report
+        fn = function or f.enclosing_function(stmts[0])
+        names = _ddp_wrapped(f) | (_ddp_params(f, fn) if fn is not None else set())
+        if not names:
+            return
+        fwd = _ddp_forward(f, stmts, names)
+        if fwd is None or any(o.line == fwd.line and o.rule is Rule.COLLECTIVE_IN_RANK_BRANCH for o in self.out):
+            return
+        start = after if after is not None else (fn.body[-1] if fn is not None else stmts[-1])
+        if _trains_next(f, start):
+            return
+        line, cond = where[:2]
+        only = cond if cond.startswith("on the main process") else f"where `{cond}` (line {line}) holds"
+        self.out.append(RawFinding(
+            Rule.COLLECTIVE_IN_RANK_BRANCH, fwd.line,
+            f"{fwd.label} runs only {only}, and the other ranks train no further step after it: at the first "
+            f"forward after a training step DDP broadcasts the model's buffers from rank 0 (a mask, BatchNorm "
+            f"statistics, position ids; `broadcast_buffers=True` is the default), a broadcast no other rank joins "
+            f"here",
+            why=("rank 0 waits in it until the process-group timeout (mid-training the same forward pairs with the "
+                 "others' next one, which is why only the last evaluation hangs)"),
+            fix=("evaluate the model DDP wraps (`model.module(x)`) on that rank, or evaluate on every rank; or wrap "
+                 "with `DistributedDataParallel(..., broadcast_buffers=False)` when the buffers need no syncing")))
 
     def rank_work_elsewhere(self, stmt: ast.Expr | ast.Assign, recv: str, name: str) -> None:
         """Every rank calls a function of another file of the project that ends in long work on some ranks
@@ -985,6 +1024,129 @@ class _RankWalk:
             f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at {site.at}"))
 
 
+def _wraps_in_ddp(f: SourceFacts, value: ast.AST, depth: int = 1) -> bool:
+    """Is this value a model wrapped in ``DistributedDataParallel`` that broadcasts its buffers (directly, in
+    either arm of a conditional expression, or returned by a function of the project: train-llm-from-scratch's
+    ``ddp_wrap(model, ctx)``)?"""
+    for v in (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,):
+        if not isinstance(v, ast.Call):
+            continue
+        name = dotted(v.func)
+        full = f.imported.get(name.split(".", 1)[0], "")
+        if full.startswith("apex"):
+            continue   # apex's DistributedDataParallel (ViT-pytorch) syncs no buffers in its forward
+        if name.rsplit(".", 1)[-1] == "DistributedDataParallel" or full.endswith(".DistributedDataParallel"):
+            if not any(kw.arg == "broadcast_buffers" and _const(kw.value) is False for kw in v.keywords):
+                return True
+            continue
+        target = _callee(f, v) if depth > 0 else None
+        if target is not None:
+            other, func = target
+            if any(isinstance(r, ast.Return) and r.value is not None and _wraps_in_ddp(other, r.value, depth - 1)
+                   for fn in other.functions.get(func, []) for r in walk_local(fn)):
+                return True
+    return False
+
+
+def _ddp_wrapped(f: SourceFacts) -> set[str]:
+    """The names this file binds to a model wrapped in DDP (``model = DDP(model, ...)``, ``self.model = ...``)."""
+    return set(_ddp_bindings(f))
+
+
+def _ddp_bindings(f: SourceFacts) -> dict[str, list[tuple[ast.AST | None, int]]]:
+    """Each name bound to a DDP-wrapped model, with where: the function that binds it and the line."""
+    key = ("ddp_wrapped", "")
+    if key not in f.memo:
+        out: dict[str, list[tuple[ast.AST | None, int]]] = {}
+        for node in f.nodes:
+            if isinstance(node, ast.Assign) and _wraps_in_ddp(f, node.value):
+                for t in node.targets:
+                    if isinstance(t, (ast.Name, ast.Attribute)):
+                        out.setdefault(dotted(t), []).append((f.enclosing_function(node), node.lineno))
+        f.memo[key] = out
+    return f.memo[key]   # type: ignore[return-value]
+
+
+def _wrapped_by_then(f: SourceFacts, name: str, call: ast.Call) -> bool:
+    """Is ``name`` already the wrapped model at this call? In the function that wraps it, only below the wrap
+    (llm.c's reference forward on the master process runs before `model = DDP(model, ...)`)."""
+    binds = _ddp_bindings(f).get(name)
+    if binds is None:
+        return True   # a parameter a caller hands the wrapped model to
+    stmt = _statement_of(f, call)
+    fn = f.enclosing_function(stmt) if stmt is not None else None
+    here = [line for owner, line in binds if owner is fn]
+    return not here or min(here) < call.lineno
+
+
+def _handed(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, names: set[str]) -> set[str]:
+    """The parameters of ``fn`` this call hands one of ``names`` to."""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    held = [isinstance(a, (ast.Name, ast.Attribute)) and dotted(a) in names for a in call.args]
+    return {p for p, h in zip(params, held) if h} | {
+        kw.arg for kw in call.keywords
+        if kw.arg and isinstance(kw.value, (ast.Name, ast.Attribute)) and dotted(kw.value) in names}
+
+
+def _ddp_params(f: SourceFacts, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The parameters of ``fn`` that a caller (of this file or of the project) hands a DDP-wrapped model to
+    (open_clip's ``evaluate(model, ...)``, called from ``main.py`` where ``model`` is wrapped)."""
+    out: set[str] = set()
+    callers = [(f, stmt) for stmt in f.callers_of(fn)] + (f.project.callers(f, fn.name) if f.project else [])
+    for other, stmt in callers:
+        wrapped = _ddp_wrapped(other)
+        if wrapped:
+            for call in (n for n in walk_local(stmt) if isinstance(n, ast.Call) and call_name(n)[1] == fn.name):
+                out |= _handed(fn, call, wrapped)
+    return out
+
+
+def _ddp_forward(f: SourceFacts, stmts: list[ast.stmt], names: set[str], depth: int = 1) -> Site | None:
+    """The first call of one of ``names`` (a DDP-wrapped model) in these statements, or in a function of the
+    project they hand one to (``eval_dev(model, ...)``)."""
+    for stmt in stmts:
+        for node in walk_local(stmt):
+            if not isinstance(node, ast.Call):
+                continue
+            if isinstance(node.func, (ast.Name, ast.Attribute)) and dotted(node.func) in names \
+                    and _wrapped_by_then(f, dotted(node.func), node):
+                return Site(node.lineno, f"{dotted(node.func)}() (the forward of the DDP-wrapped model)")
+            target = _callee(f, node) if depth > 0 else None
+            if target is not None:
+                other, func = target
+                fn = other.functions[func][0]
+                live = {n for n in names if _wrapped_by_then(f, n, node)}
+                inner = _ddp_forward(other, fn.body, _handed(fn, node, live), depth - 1)
+                if inner is not None:
+                    where = f"line {inner.line}" if other is f else f"{Path(other.path).name}:{inner.line}"
+                    return Site(node.lineno, f"{dotted(node.func)}() (which runs {inner.label} at {where})")
+    return None
+
+
+def _trains_next(f: SourceFacts, stmt: ast.AST, depth: int = 2) -> bool:
+    """Is the first collective every rank reaches after ``stmt``, in the same pass of the loops around it (not
+    the next pass), a training step (a DDP forward or backward), and so for each caller of the function it is
+    in?"""
+    node = stmt
+    while id(node) in f.parents:
+        block, i, owner = f.parents[id(node)]
+        for later in block[i + 1:]:
+            site = f.first_collective(later)
+            if site is not None:
+                return "backward" in site.label or "gradient all-reduce" in site.label
+            if _ddp_forward(f, [later], _ddp_wrapped(f)) is not None:
+                return True
+        if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            callers = [(f, s) for s in f.callers_of(owner)] + (f.project.callers(f, owner.name) if f.project else [])
+            return depth > 0 and bool(callers) and all(_trains_next(other, s, depth - 1) for other, s in callers)
+        if isinstance(owner, ast.Module):
+            return False
+        node = owner
+    return False
+
+
 #: a training loop's stop flag: Lightning's ``trainer.should_stop``, an HF Trainer callback's
 #: ``control.should_training_stop``
 _STOP_FLAGS = ("should_stop", "should_training_stop")
@@ -1074,7 +1236,7 @@ def _explicit_calls(f: SourceFacts, nodes: list[ast.stmt]) -> set[tuple[str, str
 
 def _mirrored_at_exit(f: SourceFacts, call: ast.Call, line: int) -> bool:
     """Is the collective, in the rank branch that starts at ``line``, the last thing these ranks do before they
-    leave the function (``barrier(); return``, ``barrier(); raise``), while the statement right after the branch,
+    leave the function (``barrier(); return``, ``barrier(); raise``), while the first collective after the branch,
     where the other ranks go, is the same call? OLMo-core's HF converter: rank 0 calls ``barrier()`` on each
     early way out, the others the one ``barrier()`` after the branch: every rank calls it once."""
     stmt = next((n for n in f.nodes if isinstance(n, ast.Expr) and n.value is call), None)
@@ -1090,9 +1252,23 @@ def _mirrored_at_exit(f: SourceFacts, call: ast.Call, line: int) -> bool:
             parent = f.parents.get(id(owner))
             if parent is None:
                 return False
-            after_block, k, _o = parent
-            nxt = after_block[k + 1] if k + 1 < len(after_block) else None
-            return isinstance(nxt, ast.Expr) and ast.unparse(nxt) == ast.unparse(stmt)
+            # the first collective the others reach after the branch, with no way out before it (ANCE's
+            # `if not is_first_worker(): dist.barrier(); return None`, then rank 0 loads every rank's file and calls
+            # the one `dist.barrier()` before its own return), in the blocks around it up to the function
+            here: ast.AST = owner
+            while parent is not None:
+                after_block, k, above = parent
+                for nxt in after_block[k + 1:]:
+                    if f.first_collective(nxt) is not None:
+                        return isinstance(nxt, ast.Expr) and ast.unparse(nxt) == ast.unparse(stmt)
+                    if any(isinstance(n, (ast.Return, ast.Raise)) for n in walk_local(nxt)):
+                        return False   # (a loop of its own may `continue`: ANCE skips a file it cannot load)
+                if isinstance(above, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module, ast.For, ast.AsyncFor,
+                                      ast.While)):
+                    return False
+                here = above
+                parent = f.parents.get(id(here))
+            return False
         if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
             return False
         node = owner
@@ -1957,7 +2133,11 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
                     fix=f"set `{name}` alike on every rank: read the resume state on every rank, or send it from the "
                         f"one that reads it with `dist.broadcast_object_list([{name}], src=0)`"))
                 continue
-        names = {dotted(n) for n in subtree(node.iter) if isinstance(n, (ast.Name, ast.Attribute))}
+        # a keyword that says nothing of the data (DeBERTa's `tqdm(loader, disable=no_tqdm)`, where `no_tqdm` holds
+        # on the ranks but 0) does not make what is iterated a share
+        quiet = {id(n) for kw in subtree(node.iter) if isinstance(kw, ast.keyword) and kw.arg not in _DATA_KWARGS
+                 for n in subtree(kw.value)}
+        names = {dotted(n) for n in subtree(node.iter) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in quiet}
         fn = f.enclosing_function(node)
         if fn is not None:
             names |= {f"{fn.name}:{n}" for n in names}

@@ -2392,8 +2392,9 @@ def test_a_rank_flag_whose_other_term_is_a_setting_on_by_default() -> None:
                   "                if self.distributed_eval:\n                    dist.all_reduce(loss)\n")
     assert found(src) == []
     # off by default, rank 0 validates alone while the others go on to the next backward
+    # (and after the last step nobody joins the buffer broadcast of that rank's forward through the DDP model)
     assert found(src.replace("distributed_eval: bool = True", "distributed_eval: bool = False")) == [
-        (13, "rank0-long-work-before-collective")]
+        (13, "rank0-long-work-before-collective"), (14, "collective-in-rank-branch")]
 
 
 def test_a_stop_flag_set_on_some_ranks_only() -> None:
@@ -2475,3 +2476,85 @@ def test_the_others_do_not_go_into_the_next_branch_of_the_main_rank() -> None:
     other = lint_source(src.replace("if self.is_main and not (steps % self.save_model_every):",
                                     "if not self.is_main:"))
     assert [x.message for x in other if x.rule.value == "rank0-long-work-before-collective"][0].count("at line 9")
+
+
+def test_a_forward_of_the_ddp_model_on_rank_0_after_the_last_step() -> None:
+    """train-llm-from-scratch PR 32 and open_clip issue 1121 (confirmed, collected blind in stop 34): DDP broadcasts
+    the model's buffers at the first forward after a training step. A rank-0 evaluation through the DDP model in
+    the middle of training pairs with the others' next forward; after the last step nobody joins it (a 2-rank gloo
+    run on torch 2.13 completes in the first case and times out in the second: see the stop-34 note)."""
+    src = ("import torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+           "def eval_dev(model, loader):\n"
+           "    with torch.no_grad():\n"
+           "        return sum(model(x).item() for x in loader)\n"
+           "def main(model, loader, dev_loader, is_main):\n"
+           "    model = DDP(model)\n"
+           "    for x in loader:\n"
+           "        model(x).sum().backward()\n"
+           "    if is_main:\n"
+           "        dev = eval_dev(model, dev_loader)\n"
+           "    dist.destroy_process_group()\n")
+    (f,) = lint_source(src)
+    assert (f.line, f.rule.value) == (12, "collective-in-rank-branch")
+    assert "buffers" in f.message and "model.module" in f.fix
+    # the fix of PR 32: the unwrapped model
+    assert found(src.replace("eval_dev(model, dev_loader)", "eval_dev(model.module, dev_loader)")) == []
+    # mid-training, before the pass's own step: it pairs with the others' next forward
+    mid = src.replace("    for x in loader:\n        model(x).sum().backward()\n    if is_main:\n"
+                      "        dev = eval_dev(model, dev_loader)\n",
+                      "    for x in loader:\n        if is_main:\n            dev = eval_dev(model, dev_loader)\n"
+                      "        model(x).sum().backward()\n")
+    assert [r for _line, r in found(mid)] == ["rank0-long-work-before-collective"]   # (the wait, not a hang)
+    # no buffer broadcast; apex's DDP syncs none in its forward; a forward before the wrap is the plain model's
+    assert found(src.replace("DDP(model)", "DDP(model, broadcast_buffers=False)")) == []
+    assert found(src.replace("from torch.nn.parallel import", "from apex.parallel import")) == []
+    before = src.replace("    model = DDP(model)\n", "").replace("    dist.destroy_process_group()\n",
+                                                                 "    model = DDP(model)\n")
+    assert "collective-in-rank-branch" not in [r for _line, r in found(before)]
+    # open_clip: evaluate() returns at once on the other ranks, and each epoch ends with it
+    clip = ("import torch\nimport torch.distributed as dist\n"
+            "def evaluate(model, data, args):\n"
+            "    if args.rank != 0:\n"
+            "        return {}\n"
+            "    for images, texts in data:\n"
+            "        out = model(images, texts)\n"
+            "    return out\n"
+            "def main(model, data, args):\n"
+            "    model = torch.nn.parallel.DistributedDataParallel(model)\n"
+            "    for epoch in range(args.epochs):\n"
+            "        for batch in data:\n"
+            "            model(*batch).sum().backward()\n"
+            "        evaluate(model, data, args)\n")
+    assert (7, "collective-in-rank-branch") in found(clip)   # (and the wait of the others, line 6)
+    # build-nanogpt's HellaSwag: every rank forwards its own share
+    share = ("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+             "def main(model, loader, examples, rank, world):\n"
+             "    model = DDP(model)\n"
+             "    for x in loader:\n"
+             "        model(x).sum().backward()\n"
+             "    for i, ex in enumerate(examples):\n"
+             "        if i % world != rank:\n"
+             "            continue\n"
+             "        logits = model(ex)\n")
+    assert found(share) == []
+
+
+def test_a_progress_bar_keyword_and_a_barrier_mirrored_after_work() -> None:
+    """Held-out round 28: DeBERTa's `tqdm(loader, disable=no_tqdm)`, where `no_tqdm` holds on the ranks but 0, is
+    a loop over the loader, not over a per-rank share; ANCE's non-first workers call `dist.barrier()` and return,
+    while the first loads every rank's file and then calls the same `dist.barrier()`: once each."""
+    bar = HEAD + ("from tqdm import tqdm\nno_tqdm = rank > 0\nfor batch in tqdm(loader, disable=no_tqdm):\n"
+                  "    dist.barrier()\n")
+    assert found(bar) == []
+    mine = bar.replace("for batch in tqdm(loader,", "mine = shards[rank]\nfor batch in tqdm(mine,")
+    assert [r for _line, r in found(mine)] == ["uneven-collective-count"]   # (the share itself still counts)
+    ance = HEAD + ("import numpy as np\ndef merge(paths, only_master):\n"
+                   "    if only_master:\n        if not dist.get_rank() == 0:\n            dist.barrier()\n"
+                   "            return None\n"
+                   "    parts = []\n    for p in paths:\n        try:\n            parts.append(np.load(p))\n"
+                   "        except OSError:\n            continue\n"
+                   "    dist.barrier()\n    return parts\n")
+    assert found(ance) == []
+    # a way out before the others' barrier: the ranks that left wait for a call that never comes
+    assert found(ance.replace("    parts = []\n", "    parts = []\n    if not paths:\n        return None\n")) == [
+        (7, "collective-in-rank-branch")]

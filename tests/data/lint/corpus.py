@@ -122,8 +122,10 @@ def evaluate(case: dict, path: Path) -> Outcome:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes((path.parent / c["file"]).read_bytes())
                 where[dest.resolve()] = c
-            # as `nccl-workbook lint SCRIPT` runs: the local files it imports are reported too
-            report = lint_paths([Path(tmp, case["path"])])
+            # as `nccl-workbook lint SCRIPT` runs: the local files it imports are reported too; `entry`: the
+            # script a user runs the lint on, when the case's file is one it imports (open_clip's train.py, whose
+            # evaluate() is handed the DDP model by main.py)
+            report = lint_paths([Path(tmp, case.get("entry", case["path"]))])
             assert not report.errors, report.errors
             found = [_key(where[Path(f.path).resolve()], f.rule.value, f.line) for f in report.with_notes]
             noted = [_key(where[Path(f.path).resolve()], f.rule.value, f.line) for f in report.notes]
