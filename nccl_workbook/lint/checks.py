@@ -1610,6 +1610,12 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
         return bool(values) and all(_makes_padding_sampler(subtree(v)) or isinstance(v, ast.Call)
                                     and _padding_subclass(f, dotted(v.func)) for v in values)
 
+    def data_call_pads(call: ast.Call) -> bool:
+        """A call of a function of the project named for data that builds a padding sampler: the rank it is handed
+        picks that rank's padded share."""
+        last = call_name(call)[1]
+        return bool(_DATA_CLASS.search(last)) and any(kw.arg in _RANK_KWARGS for kw in call.keywords) and _pads(f, call)
+
     def is_uneven(node: ast.AST, scope: str | None = None) -> bool:
         # a comprehension's own loop names (verl's `[n * ep_rank + i for ep_rank in range(ep_size)]`: one entry per
         # rank on every rank) are not this process's rank
@@ -1650,6 +1656,8 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                     # a loader or sampler built in another file from the rank (ijepa's make_imagenet1k, BLIP's
                     # create_sampler): whether it pads the shares cannot be seen from here
                     continue
+                if data_call_pads(n):
+                    continue   # SEA-RAFT's `fetch_dataloader(args, rank=rank, ...)` builds a DistributedSampler
                 stack.extend(n.args)
                 # `rank=rank` makes a share of what a data call returns, not of a step's result (OpenPCDet's
                 # `accumulated_iter = train_one_epoch(..., rank=rank, ...)`: a counter every rank keeps alike)

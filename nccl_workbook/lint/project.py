@@ -174,12 +174,29 @@ class Project:
         found = self._module_cache[key]
         return self.facts(found) if found is not None else None
 
+    def _path_additions(self, importer: Path) -> list[Path]:
+        """The folders the importing script adds to ``sys.path`` by a literal name (SEA-RAFT's
+        ``sys.path.append('core')``, then ``from datasets import fetch_dataloader``), beside the script."""
+        facts = self._facts.get(importer)
+        if facts is None:
+            return []
+        out = []
+        for node in ast.walk(facts.tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("append", "insert") and ast.unparse(node.func.value) == "sys.path":
+                arg = node.args[-1] if node.args else None
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value \
+                        and not Path(arg.value).is_absolute():
+                    out.append((importer.parent / arg.value).resolve())
+        return out
+
     def _find(self, name: str, importer: Path, level: int) -> Path | None:
         parts = [p for p in name.split(".") if p]
         if level:
             bases = [importer.parents[level - 1]] if level <= len(importer.parents) else []
         else:
             bases = [importer.parents[i] for i in range(min(LEVELS_UP + 1, len(importer.parents)))]
+            bases += self._path_additions(importer)
             # a file given on the command line whose path ends with the module's (``pkg/utils.py``)
             suffix = Path(*parts).with_suffix(".py") if parts else None
             given = [g for g in self._given if suffix is not None and g.parts[-len(suffix.parts):] == suffix.parts]

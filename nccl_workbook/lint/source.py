@@ -220,7 +220,9 @@ def _log_line_name(name: str) -> bool:
     parts = _parts(name)
     # Tacotron 2's `logger.log_validation(...)`: scalars, histograms and a few images for TensorBoard; AllenNLP's
     # `add_validation_scalar(name, value)`: one TensorBoard scalar
-    return bool(parts) and (parts[-1] in ("log", "print", "msg", "str", "repr") or parts[0] == "log" and len(parts) > 1
+    # NVIDIA semantic-segmentation's `print_evaluate_results(hist, iu, ...)`: a table of the scores
+    return bool(parts) and (parts[-1] in ("log", "print", "msg", "str", "repr")
+                            or parts[0] in ("log", "print") and len(parts) > 1
                             or parts[0] == "add" and parts[-1] in ("scalar", "scalars", "histogram", "text"))
 
 
@@ -1604,7 +1606,8 @@ class SourceFacts:
             if ext is not None and ext[0].function_long_work(ext[1]) is None:
                 continue   # a helper of another file that does no long work (the recap trainer's `infer_fs(path)`)
             return False
-        return bool(calls)
+        # no call and no loop: CBIM's `filter_validation_results(dice, asd, hd, args)` slices three lists
+        return bool(calls) or not any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for n in walk_local(fn))
 
     def _writes_metadata_only(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """A function named for saving whose every save writes a small literal or a config file

@@ -2558,3 +2558,42 @@ def test_a_progress_bar_keyword_and_a_barrier_mirrored_after_work() -> None:
     # a way out before the others' barrier: the ranks that left wait for a call that never comes
     assert found(ance.replace("    parts = []\n", "    parts = []\n    if not paths:\n        return None\n")) == [
         (7, "collective-in-rank-branch")]
+
+
+def test_held_out_round_28_helpers_that_do_little_and_a_folder_added_to_sys_path(tmp_path: Path) -> None:
+    """Round 28: CBIM's `filter_validation_results()` slices three lists, NVIDIA semantic-segmentation's
+    `print_evaluate_results()` prints a table (names of evaluation, bodies of none); SEA-RAFT imports
+    `fetch_dataloader` from `core/` through `sys.path.append('core')`, and it builds a DistributedSampler."""
+    src = HEAD + ("def filter_validation_results(dice, asd, args):\n    if args.dataset == 'amos':\n"
+                  "        dice, asd = dice[:-2], asd[:-2]\n    return dice, asd\n"
+                  "def print_evaluate_results(hist):\n    for row in hist:\n        logx.msg(tabulate(row))\n"
+                  "model = torch.nn.parallel.DistributedDataParallel(model)\n"
+                  "for x in loader:\n    model(x).sum().backward()\n    if rank == 0:\n"
+                  "        dice, asd = filter_validation_results(dice, asd, args)\n        print_evaluate_results(hist)\n")
+    assert found(src) == []
+    # the same table, named for the evaluation only, is taken for one
+    named = src.replace("print_evaluate_results", "evaluate_results")
+    assert [r for _line, r in found(named)] == ["rank0-long-work-before-collective"]
+    # a function named for validation that walks data is long work still
+    walks = src.replace("        dice, asd = dice[:-2], asd[:-2]\n", "        for b in val_loader:\n            n += 1\n")
+    assert [r for _line, r in found(walks)] == ["rank0-long-work-before-collective"]
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "datasets.py").write_text(
+        "import torch\nfrom torch.utils import data\n"
+        "def fetch_dataloader(args, rank=0, world_size=1):\n"
+        "    sampler = torch.utils.data.distributed.DistributedSampler(ds, num_replicas=world_size, rank=rank)\n"
+        "    return data.DataLoader(ds, batch_size=8, sampler=sampler)\n")
+    script = tmp_path / "train.py"
+    script.write_text("import sys\nsys.path.append('core')\nimport torch\nfrom datasets import fetch_dataloader\n"
+                      "def train(args, rank, model):\n"
+                      "    model = torch.nn.parallel.DistributedDataParallel(model)\n"
+                      "    loader = fetch_dataloader(args, rank=rank, world_size=2)\n"
+                      "    for x in loader:\n        model(x).sum().backward()\n")
+    from nccl_workbook.lint import lint_paths
+    assert lint_paths([script]).findings == ()
+    # a builder that splits by rank without a sampler that pads: the share is uneven
+    (tmp_path / "core" / "datasets.py").write_text(
+        "from torch.utils import data\n"
+        "def fetch_dataloader(args, rank=0, world_size=1):\n"
+        "    return data.DataLoader(ds[rank::world_size], batch_size=8)\n")
+    assert [f.rule.value for f in lint_paths([script]).findings] == ["uneven-collective-count"]
