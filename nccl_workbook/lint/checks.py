@@ -777,12 +777,9 @@ class _RankWalk:
         if nxt.path and owner is not None and _ON_MAIN.search(owner.name) and self.f.project is not None \
                 and self.f.project.callers(self.f, owner.name):
             return   # DETR's `save_on_master` in util/misc.py: its calls in main.py are reported, once each
-        line, cond = where[:2]
-        # `utils.save_on_master(...)`: the helper tests the rank itself, there is no condition to quote
-        only = cond if cond.startswith("on the main process") else f"where `{cond}` (line {line}) holds"
         self.out.append(RawFinding(
             Rule.RANK0_LONG_WORK, work.line,
-            f"{work.label} runs only {only}, while the other ranks go on to "
+            f"{work.label} runs only {_where_text(where)}, while the other ranks go on to "
             f"{nxt.label} at {nxt.at}",
             scenario="slow-metrics-on-rank0" if work.kind == "logging" else "", across=bool(nxt.path) and not nxt.by_base,
             note=_save_note(work, self.f), why=_wait_why(self.f)))
@@ -811,11 +808,9 @@ class _RankWalk:
         start = after if after is not None else (fn.body[-1] if fn is not None else stmts[-1])
         if _trains_next(f, start):
             return
-        line, cond = where[:2]
-        only = cond if cond.startswith("on the main process") else f"where `{cond}` (line {line}) holds"
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, fwd.line,
-            f"{fwd.label} runs only {only}, and the other ranks train no further step after it: at the first "
+            f"{fwd.label} runs only {_where_text(where)}, and the other ranks train no further step after it: at the first "
             f"forward after a training step DDP broadcasts the model's buffers from rank 0 (a mask, BatchNorm "
             f"statistics, position ids; `broadcast_buffers=True` is the default), a broadcast no other rank joins "
             f"here",
@@ -1145,6 +1140,13 @@ def _trains_next(f: SourceFacts, stmt: ast.AST, depth: int = 2) -> bool:
             return False
         node = owner
     return False
+
+
+def _where_text(where: Where) -> str:
+    """Where a region runs, for a message: ``where `rank == 0` (line 12) holds``, or, for a helper that tests the
+    rank itself (``utils.save_on_master(...)``), there being no condition to quote, ``on the main process (...)``."""
+    line, cond = where[:2]
+    return cond if cond.startswith("on the main process") else f"where `{cond}` (line {line}) holds"
 
 
 #: a training loop's stop flag: Lightning's ``trainer.should_stop``, an HF Trainer callback's
