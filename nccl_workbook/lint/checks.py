@@ -1473,12 +1473,27 @@ def _class_def(f: SourceFacts, name: str) -> tuple[SourceFacts, ast.ClassDef] | 
     return (other, found) if found is not None else None
 
 
+def _same_data(a: ast.AST, b: ast.AST) -> bool:
+    """Do two expressions name the same data, one perhaps wrapped in a call (``tqdm(loader)`` and ``loader``)?"""
+    def names(x: ast.AST) -> set[str]:
+        # the data named, not the functions called on it
+        funcs = {id(n) for c in subtree(x) if isinstance(c, ast.Call) for n in subtree(c.func)}
+        return {dotted(n) for n in subtree(x) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in funcs}
+    left, right = names(a), names(b)
+    return bool(left) and left == right
+
+
 def _padding_subclass(f: SourceFacts, name: str) -> bool:
     """Is ``name`` a class of the project that subclasses a padding sampler (VITS's ``DistributedBucketSampler``)?"""
     if not name.rsplit(".", 1)[-1][:1].isupper() or _UNEVEN_SAMPLER.search(name):
         return False
     found = _class_def(f, name)
-    return found is not None and any(_padding_sampler(dotted(b)) for b in found[1].bases)
+    # or a sampler of the project written after DistributedSampler (DL-Art-School's DistIterSampler):
+    # `self.total_size = self.num_samples * self.num_replicas`, every rank's share padded to the same length
+    return found is not None and (any(_padding_sampler(dotted(b)) for b in found[1].bases) or name.endswith(
+        "Sampler") and any(isinstance(n, ast.Assign) and any(dotted(t).endswith("total_size") for t in n.targets)
+                          and isinstance(n.value, ast.BinOp) and isinstance(n.value.op, ast.Mult)
+                          and re.search(r"replicas|world", ast.unparse(n.value)) for n in subtree(found[1])))
 
 
 def _rank_split_stream(f: SourceFacts, name: str, depth: int = 3) -> bool:
@@ -1674,6 +1689,11 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 if k is not None:
                     because[0] = uneven[k]
                     return True
+                continue
+            if isinstance(n, ast.IfExp) and _same_data(n.body, n.orelse):
+                # DL-Art-School's `tqdm(self.train_loader) if self.rank <= 0 else self.train_loader`: a progress
+                # bar on rank 0 over the data every rank walks; the test picks no share
+                stack.extend([n.body, n.orelse])
                 continue
             if isinstance(n, ast.IfExp) and any(isinstance(x, ast.Constant) and x.value is None
                                                 for x in (n.body, n.orelse)):
@@ -2411,9 +2431,11 @@ def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
 
 
 def _calls_init_distributed(f: SourceFacts) -> bool:
-    """Does the script, or a local file it imports, create the group with DeepSpeed's ``init_distributed()``?"""
+    """Does the script, or a local file it imports, create the group with DeepSpeed's ``init_distributed()``, or
+    leave it to ``deepspeed.initialize()``, which calls it (LOMO)?"""
     def calls(facts: SourceFacts) -> bool:
-        return any(isinstance(n, ast.Call) and call_name(n)[1] == "init_distributed" for n in facts.nodes)
+        return any(isinstance(n, ast.Call) and (call_name(n)[1] == "init_distributed" or call_name(n) == (
+            "deepspeed", "initialize")) for n in facts.nodes)
     return calls(f) or any(calls(other) for other in f.local_modules())
 
 

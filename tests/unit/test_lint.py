@@ -2597,3 +2597,32 @@ def test_held_out_round_28_helpers_that_do_little_and_a_folder_added_to_sys_path
         "def fetch_dataloader(args, rank=0, world_size=1):\n"
         "    return data.DataLoader(ds[rank::world_size], batch_size=8)\n")
     assert [f.rule.value for f in lint_paths([script]).findings] == ["uneven-collective-count"]
+
+
+def test_held_out_round_29_a_padding_sampler_of_the_project_and_deepspeed_s_timeout() -> None:
+    """Round 29: DL-Art-School's `DistIterSampler`, written after DistributedSampler (`total_size = num_samples *
+    num_replicas`), pads every rank's share, and `tqdm(loader) if rank <= 0 else loader` is the same loader on every
+    rank; LOMO's group is made by `deepspeed.initialize()`, whose default timeout is DeepSpeed's 30 min."""
+    src = HEAD + ("import math\nfrom torch.utils.data import Sampler, DataLoader\nfrom tqdm import tqdm\n"
+                  "class DistIterSampler(Sampler):\n"
+                  "    def __init__(self, dataset, num_replicas, rank):\n"
+                  "        self.num_samples = int(math.ceil(len(dataset) / num_replicas))\n"
+                  "        self.total_size = self.num_samples * num_replicas\n"
+                  "model = torch.nn.parallel.DistributedDataParallel(model)\n"
+                  "loader = DataLoader(train_set, sampler=DistIterSampler(train_set, world_size, rank))\n"
+                  "bar = tqdm(loader) if rank <= 0 else loader\n"
+                  "for x in bar:\n    model(x).sum().backward()\n")
+    assert found(src) == []
+    # a sampler of the project that splits without padding: a per-rank share
+    assert [r for _line, r in found(src.replace("self.total_size = self.num_samples * num_replicas",
+                                                "self.total_size = len(dataset)"))] == ["uneven-collective-count"]
+    # different data on rank 0: a share
+    assert [r for _line, r in found(src.replace("bar = tqdm(loader) if rank <= 0 else loader",
+                                                "bar = tqdm(loader) if rank <= 0 else other_loader"))] == [
+        "uneven-collective-count"]
+    ds = ("import deepspeed\nimport torch\nmodel, _, _, _ = deepspeed.initialize(model=model, config=cfg)\n"
+          "for x in loader:\n    model.backward(model(x))\n"
+          "    if torch.distributed.get_rank() == 0:\n        evaluate(model.module)\n"
+          "    torch.distributed.barrier()\n")
+    (f,) = lint_source(ds)
+    assert f.rule.value == "rank0-long-work-before-collective" and "30 min: DeepSpeed's default" in f.message
