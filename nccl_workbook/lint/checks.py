@@ -806,7 +806,7 @@ class _RankWalk:
         if fwd is None or any(o.line == fwd.line and o.rule is Rule.COLLECTIVE_IN_RANK_BRANCH for o in self.out):
             return
         start = after if after is not None else (fn.body[-1] if fn is not None else stmts[-1])
-        if _trains_next(f, start):
+        if _trains_next(f, start) or _in_step_loop(f, stmts[0]):
             return
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, fwd.line,
@@ -1118,6 +1118,22 @@ def _ddp_forward(f: SourceFacts, stmts: list[ast.stmt], names: set[str], depth: 
                     where = f"line {inner.line}" if other is f else f"{Path(other.path).name}:{inner.line}"
                     return Site(node.lineno, f"{dotted(node.func)}() (which runs {inner.label} at {where})")
     return None
+
+
+def _in_step_loop(f: SourceFacts, stmt: ast.AST, depth: int = 2) -> bool:
+    """Is the statement inside a loop over steps or batches (not epochs), here or, in a function with no loop
+    around it, at every call (two levels)? A rank-0 evaluation every N steps is the last thing before the end only
+    when the counts meet (glue-factory's evaluation at `save_every_iter`); one at the end of each epoch always is."""
+    loop = f.enclosing_loop(stmt)
+    if loop is not None:
+        text = ast.unparse(loop.target) + " " + ast.unparse(loop.iter) if isinstance(loop, (ast.For, ast.AsyncFor)) \
+            else ast.unparse(loop.test)
+        return not re.search(r"(?i)epoch", text)
+    fn = f.enclosing_function(stmt)
+    if fn is None or depth <= 0:
+        return False
+    callers = [(f, s) for s in f.callers_of(fn)] + (f.project.callers(f, fn.name) if f.project else [])
+    return bool(callers) and all(_in_step_loop(other, s, depth - 1) for other, s in callers)
 
 
 def _trains_next(f: SourceFacts, stmt: ast.AST, depth: int = 2) -> bool:

@@ -2392,9 +2392,8 @@ def test_a_rank_flag_whose_other_term_is_a_setting_on_by_default() -> None:
                   "                if self.distributed_eval:\n                    dist.all_reduce(loss)\n")
     assert found(src) == []
     # off by default, rank 0 validates alone while the others go on to the next backward
-    # (and after the last step nobody joins the buffer broadcast of that rank's forward through the DDP model)
     assert found(src.replace("distributed_eval: bool = True", "distributed_eval: bool = False")) == [
-        (13, "rank0-long-work-before-collective"), (14, "collective-in-rank-branch")]
+        (13, "rank0-long-work-before-collective")]
 
 
 def test_a_stop_flag_set_on_some_ranks_only() -> None:
@@ -2626,3 +2625,23 @@ def test_held_out_round_29_a_padding_sampler_of_the_project_and_deepspeed_s_time
           "    torch.distributed.barrier()\n")
     (f,) = lint_source(ds)
     assert f.rule.value == "rank0-long-work-before-collective" and "30 min: DeepSpeed's default" in f.message
+
+
+def test_a_rank0_ddp_forward_every_n_steps_is_not_the_last_step() -> None:
+    """glue-factory (held-out round 29): a rank-0 evaluation through the DDP model every `save_every_iter` steps, in
+    the loop over batches, pairs with the others' next training forward; it meets the end only when the counts do.
+    One at the end of each epoch is the last thing the others see after the last epoch."""
+    src = ("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+           "def do_evaluation(model, loader):\n"
+           "    with torch.no_grad():\n        return [model(x) for x in loader]\n"
+           "def main(model, train_loader, val_loader, rank, epochs):\n"
+           "    model = DDP(model)\n"
+           "    for epoch in range(epochs):\n"
+           "        for it, x in enumerate(train_loader):\n"
+           "            model(x).sum().backward()\n"
+           "            if it % 1000 == 0 and rank == 0:\n"
+           "                do_evaluation(model, val_loader)\n")
+    assert "collective-in-rank-branch" not in [r for _line, r in found(src)]
+    per_epoch = src.replace("            if it % 1000 == 0 and rank == 0:\n                do_evaluation(model, val_loader)\n",
+                            "        if rank == 0:\n            do_evaluation(model, val_loader)\n")
+    assert (12, "collective-in-rank-branch") in found(per_epoch)
