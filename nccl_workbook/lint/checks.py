@@ -219,29 +219,6 @@ def _exits(block: list[ast.stmt]) -> ast.stmt | None:
     return last if isinstance(last, (ast.Return, ast.Continue, ast.Break)) else None
 
 
-def _main_side(f: SourceFacts, term: ast.AST) -> bool | None:
-    """Does a rank test hold on the main rank (``rank == 0``, ``is_main``, ``local_rank in [-1, 0]``: True)
-    or on the others (``rank != 0``, ``not is_main``: False)? None when it cannot tell."""
-    if isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not):
-        inner = _main_side(f, term.operand)
-        return None if inner is None else not inner
-    if isinstance(term, (ast.Name, ast.Attribute)):
-        if f.is_rank_value(term):
-            return False   # `if local_rank and ...:` holds on the ranks other than 0
-        return True if f.is_rank_condition(term) else None
-    if isinstance(term, ast.Compare) and len(term.ops) == 1:
-        consts = [_const(s) for s in (term.left, *term.comparators)]
-        if isinstance(term.comparators[0], (ast.List, ast.Tuple, ast.Set)):
-            consts += [_const(e) for e in term.comparators[0].elts]
-        if 0 not in consts:
-            return None
-        if isinstance(term.ops[0], (ast.Eq, ast.In, ast.LtE)):
-            return True
-        if isinstance(term.ops[0], (ast.NotEq, ast.NotIn, ast.Gt)):
-            return False
-    return None
-
-
 def _main_leaves_in_a_mode(f: SourceFacts, stmt: ast.stmt) -> ast.Return | None:
     """``if rank == 0 and args.show_samples: <work>; return`` (docTR's debug and test-only modes): in that
     mode the main rank leaves the function while the others go on; in the usual run every rank goes on.
@@ -254,7 +231,7 @@ def _main_leaves_in_a_mode(f: SourceFacts, stmt: ast.stmt) -> ast.Return | None:
         return None
     rank_terms = [v for v in stmt.test.values if f.is_rank_condition(v)]
     if not rank_terms or len(rank_terms) == len(stmt.test.values) \
-            or not all(_main_side(f, v) is True for v in rank_terms):
+            or not all(f.main_side(v) is True for v in rank_terms):
         return None
     return exit_stmt
 
@@ -793,7 +770,7 @@ class _RankWalk:
         the others' next forward (a run on torch 2.13 with gloo completes), after the last step nobody joins it
         (the same run times out)."""
         f = self.f
-        guard = next((n for n in f.nodes if isinstance(n, ast.If) and n.lineno == where[0]), None)
+        guard = _if_at(f, where[0])
         if guard is not None and (f.deals_round_robin(guard) or isinstance(_exits(guard.body), ast.Continue)):
             return   # build-nanogpt's `if i % ddp_world_size != ddp_rank: continue`: every rank forwards its share
         if any(isinstance(n, ast.Call) and f.collective_of(n) is not None for s in stmts for n in walk_local(s, skip)):
@@ -1089,8 +1066,7 @@ def _ddp_params(f: SourceFacts, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> s
     """The parameters of ``fn`` that a caller (of this file or of the project) hands a DDP-wrapped model to
     (open_clip's ``evaluate(model, ...)``, called from ``main.py`` where ``model`` is wrapped)."""
     out: set[str] = set()
-    callers = [(f, stmt) for stmt in f.callers_of(fn)] + (f.project.callers(f, fn.name) if f.project else [])
-    for other, stmt in callers:
+    for other, stmt in _callers_everywhere(f, fn):
         wrapped = _ddp_wrapped(other)
         if wrapped:
             for call in (n for n in walk_local(stmt) if isinstance(n, ast.Call) and call_name(n)[1] == fn.name):
@@ -1120,6 +1096,19 @@ def _ddp_forward(f: SourceFacts, stmts: list[ast.stmt], names: set[str], depth: 
     return None
 
 
+def _if_at(f: SourceFacts, line: int) -> ast.If | None:
+    """The ``if`` statement that starts at this line (indexed once per file)."""
+    key = ("ifs by line", "")
+    if key not in f.memo:
+        f.memo[key] = {n.lineno: n for n in reversed(f.nodes) if isinstance(n, ast.If)}
+    return f.memo[key].get(line)   # type: ignore[union-attr]
+
+
+def _callers_everywhere(f: SourceFacts, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[SourceFacts, ast.stmt]]:
+    """The statements that call ``fn``: of its own file, and of the other files of the project."""
+    return [(f, s) for s in f.callers_of(fn)] + (f.project.callers(f, fn.name) if f.project else [])
+
+
 def _in_step_loop(f: SourceFacts, stmt: ast.AST, depth: int = 2) -> bool:
     """Is the statement inside a loop over steps or batches (not epochs), here or, in a function with no loop
     around it, at every call (two levels)? A rank-0 evaluation every N steps is the last thing before the end only
@@ -1132,7 +1121,7 @@ def _in_step_loop(f: SourceFacts, stmt: ast.AST, depth: int = 2) -> bool:
     fn = f.enclosing_function(stmt)
     if fn is None or depth <= 0:
         return False
-    callers = [(f, s) for s in f.callers_of(fn)] + (f.project.callers(f, fn.name) if f.project else [])
+    callers = _callers_everywhere(f, fn)
     return bool(callers) and all(_in_step_loop(other, s, depth - 1) for other, s in callers)
 
 
@@ -1150,7 +1139,7 @@ def _trains_next(f: SourceFacts, stmt: ast.AST, depth: int = 2) -> bool:
             if _ddp_forward(f, [later], _ddp_wrapped(f)) is not None:
                 return True
         if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            callers = [(f, s) for s in f.callers_of(owner)] + (f.project.callers(f, owner.name) if f.project else [])
+            callers = _callers_everywhere(f, owner)
             return depth > 0 and bool(callers) and all(_trains_next(other, s, depth - 1) for other, s in callers)
         if isinstance(owner, ast.Module):
             return False

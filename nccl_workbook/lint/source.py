@@ -1780,26 +1780,36 @@ class SourceFacts:
                                     path=Path(base.path).name, by_base=True)
         return None
 
+    def main_side(self, term: ast.AST) -> bool | None:
+        """Does a rank test hold on the main rank (``rank == 0``, ``is_main``, ``local_rank in [-1, 0]``: True)
+        or on the others (``rank != 0``, ``not is_main``: False)? None when it cannot tell."""
+        if isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not):
+            inner = self.main_side(term.operand)
+            return None if inner is None else not inner
+        if isinstance(term, (ast.Name, ast.Attribute)):
+            if self.is_rank_value(term):
+                return False   # `if local_rank and ...:` holds on the ranks other than 0
+            return True if self.is_rank_condition(term) else None
+        if isinstance(term, ast.Compare) and len(term.ops) == 1:
+            consts = [_const(s) for s in (term.left, *term.comparators)]
+            if isinstance(term.comparators[0], (ast.List, ast.Tuple, ast.Set)):
+                consts += [_const(e) for e in term.comparators[0].elts]
+            if 0 not in consts:
+                return None
+            if isinstance(term.ops[0], (ast.Eq, ast.In, ast.LtE)):
+                return True
+            if isinstance(term.ops[0], (ast.NotEq, ast.NotIn, ast.Gt)):
+                return False
+        return None
+
     def _on_main_only(self, stmt: ast.If) -> bool:
-        """Does the ``if`` hold on the main rank only: ``is_main``, ``rank == 0``, ``local_rank in [-1, 0]``, or
-        one of them and-ed with other terms (not a negation, not a test that may hold on the other ranks)?"""
+        """Does the ``if`` hold on the main rank only: a test of the rank on the main side (:meth:`main_side`),
+        alone or and-ed with other terms?"""
         if not self.rank_branch(stmt):
             return False
-
-        def main(term: ast.AST) -> bool:
-            if isinstance(term, ast.BoolOp) and isinstance(term.op, ast.And):
-                return any(main(v) for v in term.values)
-            if isinstance(term, (ast.Name, ast.Attribute)):
-                return self.is_rank_condition(term) and not self.is_rank_value(term)
-            if isinstance(term, ast.Compare) and len(term.ops) == 1 and (
-                    self.is_rank_value(term.left) or any(self.is_rank_value(c) for c in term.comparators)):
-                right = term.comparators[0]
-                consts = [_const(term.left), _const(right)] + (
-                    [_const(e) for e in right.elts] if isinstance(right, (ast.List, ast.Tuple, ast.Set)) else [])
-                return 0 in consts and isinstance(term.ops[0], (ast.Eq, ast.In))
-            return False
-
-        return main(stmt.test)
+        test = stmt.test
+        terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        return any(self.is_rank_condition(t) and self.main_side(t) is True for t in terms)
 
     def rank_branch(self, stmt: ast.If) -> bool:
         """Does the ``if`` test this process's rank (not a loop counter over the ranks' indices)?"""
