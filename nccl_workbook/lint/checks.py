@@ -66,6 +66,8 @@ LONG_BUDGET_S = 3600.0
 _EXITS = re.compile(r"^(sys\.exit|exit|quit|os\._exit|os\.abort|abort)$")
 _EVEN_CALLS = re.compile(r"(^|\.)(\w*Distributed\w*Sampler|prepare|prepare_data_loader|device|to|"
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
+#: a name that holds the device a tensor is put on (``device``, ``self.device``, ``local_device``, ``dev``)
+_DEVICE_NAME = re.compile(r"(^|[._])(\w*_)?(device|dev)$")
 #: a class whose objects hold data (a constructor of anything else, given the rank, makes no share of it)
 _DATA_CLASS = re.compile(r"(?i)(loader|dataset|sampler|data|iter|stream|shard|split|subset|reader|pipe|source|files|"
                          r"list|batch|chunk|partition|buffer)")
@@ -75,7 +77,7 @@ _BUILDER = re.compile(r"^_?(make|build|create|get|init|setup|prepare|load)_\w+$"
 #: DistributedBucketSampler, mmdet's DistributedGroupSampler)
 _PADDING_SAMPLER = re.compile(r"(^|\.)\w*Distributed\w*Sampler$")
 _UNEVEN_SAMPLER = re.compile(r"(DistributedEvalSampler|SequentialDistributedSampler|UnevenSampler|"
-                             r"split_dataset_by_node|InferenceSampler|shard_indices)")
+                             r"split_dataset_by_node|InferenceSampler|shard_indices|(^|\.)node_split|(^|\.)edge_split)")
 #: keyword arguments that carry the data (or its per-rank share) into a loader, sampler or shard call
 _DATA_KWARGS = frozenset({"dataset", "sampler", "batch_sampler", "indices", "index", "shard", "shards", "data",
                           "iterable", "split", "num_shards", "shard_id", "rank", "num_replicas", "files", "data_files"})
@@ -573,6 +575,7 @@ class _RankWalk:
         self.f = facts
         self.out: list[RawFinding] = []
         self.budgeted = _budgeted(facts)
+        self.loop_states: set[tuple[str, int]] = set()   # (a value, the loop test reading it) reported
 
     # a "where" is the condition in force (see Where), or None
     def block(self, stmts: list[ast.stmt], where: Where | None) -> None:
@@ -608,6 +611,8 @@ class _RankWalk:
         self.expressions(stmt, where)
         if where is not None and isinstance(stmt, ast.Assign):
             self.stop_flag(stmt, where)
+        if where is not None and isinstance(stmt, (ast.Assign, ast.AugAssign)):
+            self.loop_state(stmt, where)
         if where is None and isinstance(stmt, (ast.Expr, ast.Assign)) and isinstance(stmt.value, ast.Call):
             # `utils.save_on_master(state, path)` (DeiT, DINO, ConvNeXt): the helper of another file tests the
             # rank itself; its name says so
@@ -968,6 +973,38 @@ class _RankWalk:
                  "`trainer.should_stop = trainer.strategy.reduce_boolean_decision(stop, all=False)` in Lightning, "
                  "or `nccl_workbook.fixes.any_rank(stop)` computed on every rank")))
 
+    def loop_state(self, stmt: ast.Assign | ast.AugAssign, where: Where) -> None:
+        """A value that decides when a loop ends, set on some ranks only: pytext's ``if state.rank != 0: return``
+        before ``state.epochs_since_last_improvement = 0``, which ``while self.continue_training(state):`` reads;
+        ``if rank == 0: bad = ...`` and then ``if bad > patience: break`` on every rank. The loop runs a different
+        number of times on those ranks, unless the value is agreed (broadcast or all-reduced) before it is read."""
+        f = self.f
+        for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
+            if not isinstance(target, (ast.Name, ast.Attribute)) or isinstance(target, ast.Attribute) \
+                    and target.attr in _STOP_FLAGS:
+                continue
+            found = _loop_reading(f, target, stmt, _if_at(f, where[0]))
+            if found is None:
+                continue
+            reader, loop, site = found
+            if (dotted(target), id(reader)) in self.loop_states:
+                continue   # particleflow's `stale_epochs = 0` and `stale_epochs += 1`: one value, one finding
+            self.loop_states.add((dotted(target), id(reader)))
+            line, cond, _escapes_ = where
+            how = (f"the loop at line {loop.lineno} ends on it" if reader is loop
+                   else f"the `{'break' if isinstance(_exits(reader.body), ast.Break) else 'return'}` under "
+                        f"`{_cond_text(reader.test)}` (line {reader.lineno}) leaves the loop at line {loop.lineno} on it")
+            self.out.append(RawFinding(
+                Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
+                f"`{dotted(target)}` is set under `{cond}` (line {line}, true on some ranks only) and {how}: that "
+                f"loop runs a different number of times on those ranks, which stop reaching {site.label} at "
+                f"{site.at} while the others still wait in it",
+                why=("a value one rank holds alone decides, on each rank, whether the loop goes on; the ranks part "
+                     "and the ones still in the loop wait in its collectives until the process-group timeout"),
+                fix=("decide on every rank from a value all ranks share: compute it on every rank, or broadcast it "
+                     "before it is read (`nccl_workbook.fixes.any_rank(stop)` for a stop decision)")))
+            return
+
     def break_in_rank_region(self, stmt: ast.Break) -> None:
         """A ``break`` deeper inside a rank-only ``if`` (``if rank == 0: ... if patience_hit: break``):
         only those ranks leave the loop, the others go on to its next collective."""
@@ -1145,6 +1182,90 @@ def _trains_next(f: SourceFacts, stmt: ast.AST, depth: int = 2) -> bool:
             return False
         node = owner
     return False
+
+
+def _reads_value(f: SourceFacts, node: ast.AST, target: ast.Name | ast.Attribute, depth: int = 1) -> bool:
+    """Does ``node`` read the value ``target`` names (an attribute by its name, whatever object holds it; a local
+    name in the same function), here or, for an attribute, in a function of this file it calls?"""
+    for n in subtree(node):
+        if isinstance(target, ast.Attribute) and isinstance(n, ast.Attribute) and n.attr == target.attr \
+                and isinstance(n.ctx, ast.Load):
+            return True
+        if isinstance(target, ast.Name) and isinstance(n, ast.Name) and n.id == target.id \
+                and isinstance(n.ctx, ast.Load) and f.enclosing_function(n) is f.enclosing_function(target):
+            return True
+        if depth > 0 and isinstance(target, ast.Attribute) and isinstance(n, ast.Call):
+            recv, name = call_name(n)
+            if recv in ("", "self", "cls") and name in f.functions and name not in f.imported and any(
+                    _reads_value(f, s, target, depth - 1) for fn in f.functions[name] for s in fn.body):
+                return True
+    return False
+
+
+def _within(f: SourceFacts, node: ast.AST, guard: ast.If) -> bool:
+    """Does ``node`` run only where ``guard`` lets it: in its body, or, when its body leaves (``if not is_main:
+    return``), in the statements after it in the same block?"""
+    lo, hi = guard.body[0].lineno, guard.body[-1].end_lineno or guard.body[-1].lineno
+    if lo <= node.lineno <= hi:   # type: ignore[attr-defined]
+        return True
+    if _exits(guard.body) is None or id(guard) not in f.parents:
+        return False
+    block, i, _owner = f.parents[id(guard)]
+    rest = block[i + 1:]
+    return bool(rest) and rest[0].lineno <= node.lineno <= (rest[-1].end_lineno or rest[-1].lineno)  # type: ignore[attr-defined]
+
+
+def _loop_reading(f: SourceFacts, target: ast.Name | ast.Attribute, stmt: ast.stmt, guard: ast.If | None
+                  ) -> tuple[ast.While | ast.If, ast.AST, Site] | None:
+    """A loop whose end reads the value ``stmt`` sets: a ``while`` whose test reads it, or an ``if`` under no rank
+    test that reads it and leaves a loop (``break``, ``return``); with that loop and the collective it reaches
+    each pass. None when the value is agreed before it is read (a collective that names it) or bound again on
+    every rank."""
+    scope = f.enclosing_function(stmt) if isinstance(target, ast.Name) else None
+    key = target.id if isinstance(target, ast.Name) else target.attr
+
+    def names_it(n: ast.AST) -> bool:
+        return isinstance(n, ast.Name) and n.id == key or isinstance(n, ast.Attribute) and n.attr == key
+    nodes = list(walk_local(scope) if scope is not None else f.nodes)
+    # the names the value is put in (YOLOv5's `broadcast_list = [stop if RANK == 0 else None]`)
+    holders = {t.id for a in nodes if isinstance(a, ast.Assign) and any(names_it(v) for v in subtree(a.value))
+               for t in a.targets if isinstance(t, ast.Name)}
+    # (a collective that agrees values: a training step handed the epoch, MACE's `train_one_epoch(..., epoch=epoch)`,
+    # agrees nothing)
+    sent = [c for c in nodes if isinstance(c, ast.Call) and (site := f.collective_of(c)) is not None
+            and (_AGREEING.search(site.label) or _AGREES_FLAG.search(dotted(c.func)))
+            and "backward" not in site.label and "gradient" not in site.label]
+    # agreed: a collective handed the value, or what holds it (`dist.broadcast_object_list(broadcast_list, 0)`,
+    # `stop = any_rank(stop)`; in a loop, before it is set is also after); or the value set is what a collective
+    # handed back (`if RANK != 0: stop = broadcast_list[0]`)
+    if any(any(names_it(a) or isinstance(a, ast.Name) and a.id in holders for a in subtree(c)) for c in sent) \
+            or any(isinstance(v, ast.Name) and v.id in {a.id for c in sent for a in c.args if isinstance(a, ast.Name)}
+                   for v in subtree(stmt.value)):
+        return None
+    for node in nodes:
+        if isinstance(node, ast.While) and _reads_value(f, node.test, target):
+            reader, loop, exit_stmt = node, node, None
+        elif isinstance(node, ast.If) and not node.orelse and isinstance(_exits(node.body), (ast.Break, ast.Return)) \
+                and _reads_value(f, node.test, target, depth=0) \
+                and not any(f.is_rank_condition(i.test) for i in _enclosing_ifs(f, _exits(node.body))):
+            loop = f.enclosing_loop(node)
+            if loop is None:
+                continue
+            reader, exit_stmt = node, _exits(node.body)
+        else:
+            continue
+        if guard is not None and _within(f, reader, guard):
+            continue   # read where it is set: only the ranks that set it read it
+        # bound again on every rank between the two (`stop = flag.item()` after a broadcast of `flag`)
+        if scope is not None and any(
+                isinstance(a, ast.Assign) and a is not stmt and stmt.lineno < a.lineno < reader.lineno
+                and any(names_it(t) for t in a.targets) and not any(names_it(v) for v in subtree(a.value))
+                and not any(f.is_rank_condition(i.test) for i in _enclosing_ifs(f, a)) for a in walk_local(scope)):
+            continue
+        site = f.first_collective(loop.body) if exit_stmt is None else _collective_beside(f, loop, exit_stmt)
+        if site is not None and not _point_to_point(site):
+            return reader, loop, site
+    return None
 
 
 def _where_text(where: Where) -> str:
@@ -1568,6 +1689,20 @@ def _pads(f: SourceFacts, call: ast.Call) -> bool:
     return target is not None and _makes_padding_sampler(walk_local(target[0].functions[target[1]][0]))
 
 
+def _pads_to_max(f: SourceFacts, call: ast.Call) -> bool:
+    """Does the call go to a function of this file or of the project that agrees the largest share's length and
+    pads to it (DGL's fix, PR 3542: ``pad_data(nids)`` all-reduces ``nids.numel()`` with ``ReduceOp.MAX`` and
+    repeats ids up to it)? Its result is as long on every rank."""
+    target = _callee(f, call)
+    if target is None:
+        return False
+    other, func = target
+    return any(isinstance(n, ast.Call) and call_name(n)[1] in ("all_reduce", "all_reduce_multigpu")
+               and any(dotted(x).endswith("MAX") for x in [*n.args, *(k.value for k in n.keywords)])
+               or isinstance(n, ast.Call) and call_name(n)[1] == "max_across_ranks"
+               for fn in other.functions[func] for n in walk_local(fn))
+
+
 def _returns_share(f: SourceFacts, call: ast.Call) -> bool:
     """Does the call go to a function of this file or of the project that hands back a per-rank share of uneven
     length (torchtitan's ``build_hf_validation_dataloader(dp_rank=...)``, whose data set is split by node and
@@ -1651,7 +1786,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 name = dotted(n.func)
                 if _UNEVEN_SAMPLER.search(name):   # first: SequentialDistributedSampler is not padded
                     return True
-                if _EVEN_CALLS.search(name) or _padding_subclass(f, name):
+                if _EVEN_CALLS.search(name) or _padding_subclass(f, name) or _pads_to_max(f, n):
                     continue   # DistributedSampler and its subclasses pad every rank's share (VITS's
                     # DistributedBucketSampler(torch.utils.data.distributed.DistributedSampler) pads each bucket)
                 if _AGREEING.search(call_name(n)[1]) and f.collective_of(n) is not None:
@@ -1680,7 +1815,9 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                     continue
                 if data_call_pads(n):
                     continue   # SEA-RAFT's `fetch_dataloader(args, rank=rank, ...)` builds a DistributedSampler
-                stack.extend(n.args)
+                # the device a batch is moved to is where it goes, not which share it is (glue-factory's
+                # `batch_to_device(data, device)`, with `device = rank`)
+                stack.extend(a for a in n.args if not _DEVICE_NAME.search(dotted(a)))
                 # `rank=rank` makes a share of what a data call returns, not of a step's result (OpenPCDet's
                 # `accumulated_iter = train_one_epoch(..., rank=rank, ...)`: a counter every rank keeps alike)
                 data_call = bool(_DATA_CLASS.search(last) or _BUILDER.match(last))
@@ -1746,6 +1883,20 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             return all(rank_only(e.value if isinstance(e, ast.Starred) else e) for e in value.elts)
         return f.is_rank_value(value)
 
+    def unpack(fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str, values: list[ast.AST], scope: str | None) -> None:
+        # DGL's examples: `data = train_nid, val_nid, ..., g` then `run(args, device, data)`, which unpacks
+        # `train_nid, val_nid, ..., g = data`: each name gets its own element, a share only where that one is
+        for tup in (v for v in values if isinstance(v, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in v.elts)):
+            for a in walk_local(fn):
+                if isinstance(a, ast.Assign) and isinstance(a.value, ast.Name) and a.value.id == param \
+                        and len(a.targets) == 1 and isinstance(a.targets[0], ast.Tuple) \
+                        and len(a.targets[0].elts) == len(tup.elts):
+                    for t, e in zip(a.targets[0].elts, tup.elts, strict=True):
+                        because[0] = ""
+                        if isinstance(t, ast.Name) and is_uneven(e, scope):
+                            uneven.setdefault(f"{fn.name}:{t.id}", because[0])
+                            uneven_lines.setdefault(f"{fn.name}:{t.id}", set()).add(a.lineno)
+
     # the assignments, then what the file's functions are handed; again when that found a share a function builds
     # on (CodeXGLUE's `train(args, train_dataset, ...)`, which makes its DataLoader from the share)
     todo = assigns
@@ -1771,16 +1922,19 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                         passed += [(kw.arg, kw.value) for kw in call.keywords if kw.arg in params]
                         for param, arg in passed:
                             because[0] = ""
-                            if is_uneven(arg, caller.name if caller is not None else None):
+                            caller_scope = caller.name if caller is not None else None
+                            if is_uneven(arg, caller_scope):
                                 uneven.setdefault(f"{fn.name}:{param}", because[0])
+                            if isinstance(arg, ast.Name):
+                                unpack(fn, param, bound.get(key(arg.id, caller_scope), []), caller_scope)
         handed = {k for k in list(uneven)[known:] if ":" in k}
         # again, for a loader or a sampler a function builds from a share it was handed (CodeXGLUE's
         # `train(args, train_dataset, ...)`: `DataLoader(train_dataset, sampler=RandomSampler(train_dataset))`), and
         # only those: what else a function computes from its arguments is followed no further
         todo = [(names, value, scope, line) for names, value, scope, line in assigns
                 if isinstance(value, ast.Call) and _DATA_CLASS.search(dotted(value.func).rsplit(".", 1)[-1])
-                and any(f"{scope}:{dotted(x)}" in handed for x in [*value.args, *(k.value for k in value.keywords)]
-                        if isinstance(x, ast.Name))]
+                and any(f"{scope}:{dotted(n)}" in handed for x in [*value.args, *(k.value for k in value.keywords)]
+                        for n in subtree(x) if isinstance(n, ast.Name))]   # (DGL's `dataset=train_nid.numpy()`)
         if not todo:
             break
     return uneven
@@ -2223,6 +2377,23 @@ def _probe(node: ast.Try) -> bool:
                and any(_PROBE_FLAG.search(n) for t in s.targets for n in target_names(t)) for s in node.body)
 
 
+def _tears_down_after(f: SourceFacts, node: ast.Try) -> bool:
+    """Is the try's body a lone collective, after which its block ends the process group (protpardelle's
+    cleanup: ``try: dist.barrier() except RuntimeError: ...``, then ``dist.destroy_process_group()``)? A rank
+    that gets past the last barrier that way waits in nothing the others are in: it leaves the job."""
+    if len(node.body) != 1 or not isinstance(node.body[0], ast.Expr) or f.first_collective(node.body) is None:
+        return False
+    if id(node) not in f.parents:
+        return False
+    block, i, _owner = f.parents[id(node)]
+    for later in block[i + 1:]:
+        if any(isinstance(n, ast.Call) and call_name(n)[1] == "destroy_process_group" for n in subtree(later)):
+            return True
+        if f.first_collective(later) is not None:
+            return False
+    return False
+
+
 def _in_lightning_training_step(f: SourceFacts, node: ast.AST) -> bool:
     """Is ``node`` inside the ``training_step`` of a LightningModule (a class whose bases name one)?"""
     fn = f.enclosing_function(node)
@@ -2252,7 +2423,8 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
             # a None returned skips it on this rank only (its docs, since Lightning-AI/pytorch-lightning PR
             # 5578: "Returning None is currently not supported for multi-GPU or TPU")
             site = Site(node.lineno, "the backward Lightning runs after training_step", "lightning step")
-        if site is None or init is None and _probe(node) or "monitored_barrier" in site.label:
+        if site is None or init is None and _probe(node) or "monitored_barrier" in site.label \
+                or init is None and _tears_down_after(f, node):
             # monitored_barrier raises on every rank when one is missing (WeNet's and CosyVoice's join): catching
             # it is how they all learn it
             continue

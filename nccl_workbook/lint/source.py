@@ -172,7 +172,7 @@ _HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buff
 _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "hyperparameters", "meta", "metadata",
                                "statistics", "stats",
                                "json", "yaml", "yml", "txt", "csv", "manifest", "symlink", "info", "readme", "command",
-                               "cmd", "argv"})
+                               "cmd", "argv", "version"})
 #: a context manager that holds the calling ranks until something happens elsewhere
 _WAITING = re.compile(r"(^|_)wait(_|$)|_and_wait$|^wait_for_", re.IGNORECASE)
 _SPLIT = re.compile(r"_|(?<=[a-z])(?=[A-Z])")
@@ -311,8 +311,14 @@ def _light_call(call: ast.Call) -> bool:
         or bool(re.search(r"(^|\.)(log|logger|logging|pbar|tqdm|os\.path|sys\.stdout)$", recv))
 
 
+#: keyword arguments that turn data parallelism on or off where a model is built (``_build_model(ddp=False)``)
+_PARALLEL_SWITCHES = frozenset({"ddp", "use_ddp", "distributed", "is_distributed", "data_parallel", "wrap_ddp"})
+#: a name that holds a model (its call is a forward)
+_HOLDS_A_MODEL = re.compile(r"(?i)(^|[._])(model|module|net|network|encoder|decoder|backbone)\w*$")
 #: a saved payload that is the state of something small (a loader, a sampler, a scheduler, the RNG)
-_SMALL_STATE = re.compile(r"(?i)(loader|sampler|sched|rng|random|scaler|tracker)\w*state")
+_SMALL_STATE = re.compile(r"(?i)(loader|sampler|sched|rng|random|scaler|tracker)[\w.]*state")
+#: an object that walks the data (its saved state is where it is: a position and a permutation)
+_DATA_RECEIVER = re.compile(r"(?i)(^|_)(iter|iterator|loader|dataloader|sampler)$")
 _MODEL_STATE = re.compile(r"(?i)model|optim|ema|weight|param|module|net\b")
 #: a variable named for a small file: a checkpoint's metadata, a symlink to it, a config
 _SMALL_FILE_NAME = re.compile(r"(?i)(^|_)(metadata|symlink|config|cfg)(_|$)")
@@ -336,7 +342,14 @@ def _writes_a_figure(call: ast.Call) -> bool:
     recv, name = call_name(call)
     if _MEDIA.search(recv.rsplit(".", 1)[-1].lower()) or any(_MEDIA.search(p) for p in _parts(name)):
         return True
+    if _MEDIA_LIBRARY.match(recv):
+        return True   # audiolm's `torchaudio.save(filename, recon, sample_hz)`: one sound written out
     return _names_a_file(call, _FIGURE)
+
+
+#: libraries that write sounds, images and videos (a save through them writes a sample, not a checkpoint)
+_MEDIA_LIBRARY = re.compile(r"^(torchaudio|soundfile|sf|imageio|iio|imageio\.v\d|cv2|mediapy|"
+                            r"scipy\.io\.wavfile|wavfile|torchvision\.io|skimage\.io|io)$")
 
 
 #: a local name that holds a path
@@ -1019,7 +1032,8 @@ class SourceFacts:
                 any(m.startswith("torchmetrics") for m in self.modules.values()):
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
         if include_backward and name == "backward" and self._backward_is_all_reduce() \
-                and not self._before_the_wrap(call) and not self._in_autograd_function(call):
+                and not self._before_the_wrap(call) and not self._in_autograd_function(call) \
+                and not self._of_a_model_built_bare(call):
             return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
         if include_backward and not recv and name.lower().endswith("scaler") and call.args \
                 and "loss" in ast.unparse(call.args[0]).lower() and self._backward_is_all_reduce():
@@ -1080,6 +1094,23 @@ class SourceFacts:
                 if makes:
                     lines.append(node.lineno)
         return bool(lines) and min(lines) > call.lineno
+
+    def _of_a_model_built_bare(self, call: ast.Call) -> bool:
+        """Is every model its function runs one built with data parallelism turned off (UniTS's batch-size probe:
+        ``model_tmp = self._build_model(ddp=False)``, then forwards and backwards on it)? A bare model's backward
+        reduces nothing."""
+        scope = self._scope_of(call.lineno)
+        if scope is None:
+            return False
+        builds = [n for n in walk_local(scope) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                  and any(kw.arg in _PARALLEL_SWITCHES and _const(kw.value) is False for kw in n.value.keywords)]
+        bare = {dotted(t) for n in builds for t in n.targets if isinstance(t, (ast.Name, ast.Attribute))}
+        if not bare:
+            return False
+        made = {id(n.value) for n in builds}
+        forwards = [dotted(n.func) for n in walk_local(scope) if isinstance(n, ast.Call) and id(n) not in made
+                    and isinstance(n.func, (ast.Name, ast.Attribute)) and _HOLDS_A_MODEL.search(dotted(n.func))]
+        return all(fwd in bare for fwd in forwards)
 
     def _before_the_wrap(self, call: ast.Call) -> bool:
         """A ``backward()`` above every ``DDP(...)``/``FSDP(...)`` wrap of its own function (or of the module
@@ -1504,6 +1535,8 @@ class SourceFacts:
                 # Lumina's `torch.save(args, path)`: an argparse namespace, not a checkpoint; docTR's ClearML
                 # `task.upload_artifact("config", config)`
                 return None
+            if name == "save_state" and _DATA_RECEIVER.search(recv.rsplit(".", 1)[-1]):
+                return None   # Sockeye's `train_iter.save_state(...)`: where the data iterator is, a few KB
             what = ast.unparse(node.args[0]) if node.args else ""
             if name in ("save", "dump") and what and (
                     _ADAPTER.search(what) or _SMALL_STATE.search(what) and not _MODEL_STATE.search(what)):
@@ -1644,20 +1677,19 @@ class SourceFacts:
                 other = self._other_work_after(stmts[i:], best) if best.kind in SAVE_KINDS else None
                 if other is not None:
                     # a save, then an evaluation: the region's work is long, and the message says what follows
-                    return replace(best, kind="work", label=f"{best.label} (then {other.label} at {other.at})")
+                    return replace(best, kind="work", label=f"{best.label} (then {other})")
                 return best
         # a plot alone is not long work (GPT-SoVITS: four spectrogram images every log interval); an upload is
         return light if light is not None and light.kind == "logging" else None
 
-    def _other_work_after(self, stmts: list[ast.stmt], save: Site) -> Site | None:
-        """The first long work other than checkpoint saves in ``stmts`` (the region from the statement of its
-        first save) after that save, or None."""
-        for stmt in stmts:
-            found = [site for node in walk_local(stmt) if (site := self.long_work_of(node)) is not None
-                     and site.line >= save.line and not _light(site) and site.kind not in SAVE_KINDS]
-            if found:
-                return min(found, key=lambda s: s.line)
-        return None
+    def _other_work_after(self, stmts: list[ast.stmt], save: Site) -> str | None:
+        """The long work other than checkpoint saves in ``stmts`` (the region from the statement of its first
+        save) after that save, said with where it is (up to three: stylegan2-pytorch's sample grids, then its FID,
+        the longest, which a reader looks for), or None."""
+        found = sorted({site.line: site for stmt in stmts for node in walk_local(stmt)
+                        if (site := self.long_work_of(node)) is not None and site.line >= save.line
+                        and not _light(site) and site.kind not in SAVE_KINDS}.values(), key=lambda s: s.line)
+        return ", ".join(f"{s.label} at {s.at}" for s in found[:3]) or None
 
     def _path_names_a_file(self, call: ast.Call, kinds: tuple[str, ...]) -> bool:
         """Is a path the call is given, held in a local name, always a file name with one of these endings

@@ -2645,3 +2645,108 @@ def test_a_rank0_ddp_forward_every_n_steps_is_not_the_last_step() -> None:
     per_epoch = src.replace("            if it % 1000 == 0 and rank == 0:\n                do_evaluation(model, val_loader)\n",
                             "        if rank == 0:\n            do_evaluation(model, val_loader)\n")
     assert (12, "collective-in-rank-branch") in found(per_epoch)
+
+
+def test_a_batch_moved_to_the_rank_s_device_and_small_rank0_writes() -> None:
+    """Known false reports of rounds 27 and 29: glue-factory's `batch_to_device(data, device)` with `device = rank`
+    moves the batch, it does not pick a share; Sockeye writes its version file, its data iterator's position and
+    the RNG states on rank 0; audiolm writes one reconstructed sound with `torchaudio.save`."""
+    moved = HEAD + ("def train(model, loader, rank):\n    device = rank\n    for data in loader:\n"
+                    "        data = batch_to_device(data, device)\n        losses = model(data)\n"
+                    "        for k in sorted(losses.keys()):\n            dist.reduce(losses[k], dst=0)\n")
+    assert found(moved) == []
+    # a share of the batch picked by the rank is still one
+    assert [r for _line, r in found(moved.replace("batch_to_device(data, device)", "data[rank::2]"))] == [
+        "uneven-collective-count"]
+    writes = HEAD + ("import pickle, random\nimport torchaudio\n"
+                     "def checkpoint(model, train_iter, recon, rank):\n    if rank == 0:\n"
+                     "        model.save_version(out_dir)\n        train_iter.save_state(path)\n"
+                     "        with open(path, 'wb') as fp:\n            pickle.dump(random.getstate(), fp)\n"
+                     "        torchaudio.save('sample.flac', recon, 24000)\n    dist.barrier()\n")
+    assert found(writes) == []
+    # the model's own state on rank 0 is a checkpoint (a note, or a hazard where the model may be large)
+    heavy = writes.replace("pickle.dump(random.getstate(), fp)", "pickle.dump(model.state_dict(), fp)")
+    assert [(f.line, f.rule.value) for f in lint_source(heavy, notes=True)] == [
+        (10, "rank0-long-work-before-collective")]
+
+
+def test_a_value_that_ends_a_loop_set_on_some_ranks_only() -> None:
+    """pytext PR 585 (collected blind in stop 35, missed then): `update_best_model` returns on the ranks but 0 before
+    `state.epochs_since_last_improvement = 0`, which `while self.continue_training(state):` reads, so the ranks run
+    different numbers of epochs; particleflow's `stale_epochs`, counted on rank 0 only, ends the epoch loop there."""
+    pytext = HEAD + ("class Trainer:\n"
+                     "    def continue_training(self, state):\n"
+                     "        return state.epochs_since_last_improvement < self.patience\n"
+                     "    def update_best_model(self, state):\n"
+                     "        if state.rank != 0:\n            return\n"
+                     "        state.epochs_since_last_improvement = 0\n"
+                     "    def train(self, state, loader):\n"
+                     "        model = torch.nn.parallel.DistributedDataParallel(state.model)\n"
+                     "        while self.continue_training(state):\n"
+                     "            state.epochs_since_last_improvement += 1\n"
+                     "            for x in loader:\n                model(x).sum().backward()\n"
+                     "            self.update_best_model(state)\n")
+    assert found(pytext) == [(9, "uneven-collective-count")]
+    # reset on every rank: the count is the same everywhere
+    assert found(pytext.replace("        if state.rank != 0:\n            return\n", "")) == []
+    stale = HEAD + ("def fit(model, loader, rank, patience):\n"
+                    "    model = torch.nn.parallel.DistributedDataParallel(model)\n    stale = 0\n"
+                    "    for epoch in range(100):\n        if stale > patience:\n            break\n"
+                    "        for x in loader:\n            model(x).sum().backward()\n"
+                    "        if rank == 0:\n            loss = validate(model.module)\n"
+                    "            if loss < best:\n                stale = 0\n            else:\n"
+                    "                stale += 1\n")
+    assert [(line, r) for line, r in found(stale) if r == "uneven-collective-count"] == [(14, "uneven-collective-count")]
+    # YOLOv5: rank 0 decides, then broadcasts the decision to every rank before the test
+    agreed = stale.replace("    for epoch in range(100):\n        if stale > patience:\n",
+                           "    for epoch in range(100):\n        box = [stale if rank == 0 else None]\n"
+                           "        dist.broadcast_object_list(box, 0)\n        if rank != 0:\n"
+                           "            stale = box[0]\n        if stale > patience:\n")
+    assert [r for _line, r in found(agreed) if r == "uneven-collective-count"] == []
+
+
+def test_a_last_barrier_whose_failure_only_ends_the_job() -> None:
+    """Protpardelle (held-out round 30): `try: dist.barrier() except RuntimeError: log` and then
+    `dist.destroy_process_group()`: a rank past the last barrier leaves the job, nobody waits for it."""
+    src = HEAD + ("def cleanup():\n    try:\n        dist.barrier()\n    except RuntimeError as e:\n"
+                  "        print(e)\n    dist.destroy_process_group()\n")
+    assert found(src) == []
+    # a collective after it: the rank that skipped the barrier is now one collective ahead
+    assert found(src.replace("    dist.destroy_process_group()\n", "    dist.all_reduce(t)\n")) == [
+        (6, "exception-on-one-rank")]
+
+
+def test_a_share_packed_in_a_tuple_and_padded_to_the_largest() -> None:
+    """DGL issue 3538 (collected blind in stop 35, missed then): `dgl.distributed.node_split` gives each trainer its
+    own ids, packed with others into `data` and unpacked in `run()`, where a loader with `drop_last=False` walks them
+    and each batch ends in DDP's all-reduce. The fix, PR 3542, pads the ids to the largest share (`ReduceOp.MAX`)."""
+    src = ("import dgl\nimport torch as th\nimport torch.distributed as dist\n"
+           "def run(args, data):\n    train_nid, n_classes, g = data\n"
+           "    loader = DistDataLoader(dataset=train_nid.numpy(), batch_size=32, drop_last=False)\n"
+           "    model = th.nn.parallel.DistributedDataParallel(DistSAGE(n_classes))\n"
+           "    for blocks in loader:\n        model(blocks).sum().backward()\n"
+           "    for c in range(n_classes):\n        dist.barrier()\n"
+           "def main(args, g, pb):\n"
+           "    train_nid = dgl.distributed.node_split(g.ndata['train_mask'], pb, force_even=True)\n"
+           "    data = train_nid, 10, g\n    run(args, data)\n")
+    # only the ids are a share: the count of classes packed beside them is the same everywhere
+    assert found(src) == [(9, "uneven-collective-count")]
+    fixed = src.replace("def run(args, data):\n    train_nid, n_classes, g = data\n",
+                        "def pad_data(nids):\n    n = th.tensor(nids.numel())\n"
+                        "    dist.all_reduce(n, dist.ReduceOp.MAX)\n    return th.cat([nids, nids[:int(n) - len(nids)]])\n"
+                        "def run(args, data):\n    train_nid, n_classes, g = data\n    train_nid = pad_data(train_nid)\n")
+    assert found(fixed) == []
+
+
+def test_a_backward_of_a_model_built_without_ddp() -> None:
+    """UniTS (held-out round 30): a batch-size probe builds `model_tmp = self._build_model(ddp=False)` and runs
+    forwards and backwards on it inside `try`/`except` on each rank; a bare model's backward reduces nothing, so
+    catching its out-of-memory error leaves no rank behind in a collective."""
+    src = HEAD + ("from torch.nn.parallel import DistributedDataParallel as DDP\nclass Exp:\n"
+                  "    def _build_model(self, ddp=True):\n        m = Net()\n        return DDP(m) if ddp else m\n"
+                  "    def probe(self, x):\n        model_tmp = self._build_model(ddp=False)\n"
+                  "        try:\n            model_tmp(x).sum().backward()\n        except Exception:\n"
+                  "            print('too large')\n")
+    assert found(src) == []
+    # the wrapped model in the same probe: its backward all-reduces, and a rank that fails leaves the others in it
+    assert [r for _line, r in found(src.replace("ddp=False", "ddp=True"))] == ["exception-on-one-rank"]
