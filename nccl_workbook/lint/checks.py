@@ -2348,6 +2348,30 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
             f"length can differ between ranks" + (f": {left}" if left else ""),
             fix="give the helper the group named above, so that it agrees the count and every rank runs the loop "
                 "the same number of times" if left else ""))
+    out += _stop_iteration_from_getitem(f)
+    return out
+
+
+def _stop_iteration_from_getitem(f: SourceFacts) -> list[RawFinding]:
+    """InternVL (held-out round 30, missed blind): ``raise StopIteration`` in a data set's ``__getitem__`` (after ten
+    failed reads). The DataLoader's ``__next__`` lets it through, from its fetch or re-raised from a worker, and the
+    loop over the loader takes it for the end of the data: this rank's epoch ends there, the others go on to
+    their next step's collectives."""
+    out: list[RawFinding] = []
+    for cls in (n for n in f.nodes if isinstance(n, ast.ClassDef)):
+        for fn in (b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__getitem__"):
+            for n in walk_local(fn):
+                if isinstance(n, ast.Raise) and n.exc is not None \
+                        and dotted(n.exc.func if isinstance(n.exc, ast.Call) else n.exc) == "StopIteration":
+                    out.append(RawFinding(
+                        Rule.UNEVEN_COLLECTIVE_COUNT, n.lineno,
+                        f"`raise StopIteration` in {cls.name}.__getitem__ ends the loop over the DataLoader on this "
+                        f"rank only (the loader lets it through as its own end of data), while the other ranks go "
+                        f"on to their next step's collectives and wait there for it",
+                        why="a failed read on one rank silently ends that rank's epoch early: it skips the steps, "
+                            "and their gradient all-reduces, that the other ranks still run",
+                        fix="raise an error the job stops on (a `RuntimeError` with the index), or return another "
+                            "item (the next index) so that every rank keeps the same number of batches"))
     return out
 
 
