@@ -2427,9 +2427,41 @@ def _in_lightning_training_step(f: SourceFacts, node: ast.AST) -> bool:
     return isinstance(owner, ast.ClassDef) and any("LightningModule" in dotted(b) for b in owner.bases)
 
 
+def _retried_steps(f: SourceFacts) -> list[RawFinding]:
+    """stylegan2-pytorch (held-out round 30, missed blind): ``retry_call(model.train, tries=3,
+    exceptions=NanException)``, the ``retry`` package's call form. A step that raises on one rank (its own NaN
+    loss) is run again on that rank alone, from the start, while the others are inside its collectives: the ranks'
+    collectives no longer line up."""
+    out: list[RawFinding] = []
+    for call in (n for n in f.nodes if isinstance(n, ast.Call) and call_name(n)[1] == "retry_call" and n.args):
+        step = call.args[0]
+        if not isinstance(step, (ast.Name, ast.Attribute)):
+            continue
+        caught = next((k.value for k in call.keywords if k.arg == "exceptions"), None)
+        names = ["Exception"] if caught is None else [dotted(t).rsplit(".", 1)[-1] for t in (
+            caught.elts if isinstance(caught, ast.Tuple) else [caught])]
+        if all(n in _SAFE_EXCEPTIONS for n in names):
+            continue
+        run = ast.Call(func=step, args=[], keywords=[])
+        ast.copy_location(run, call)
+        site = f.collective_of(run)
+        if site is None and isinstance(step, ast.Attribute) and step.attr in f.functions:
+            site = f.function_collective(step.attr)   # a method of a class of this file, on an object handed in
+        if site is None:
+            continue
+        out.append(RawFinding(
+            Rule.EXCEPTION_ON_ONE_RANK, call.lineno,
+            f"`retry_call({dotted(step)}, exceptions={', '.join(names)})` runs {dotted(step)}() again on this rank "
+            f"when it raises, from its start, while the other ranks are still in its collectives "
+            f"({site.label} at {site.at}): their collectives no longer line up",
+            fix="decide the retry on every rank: catch the failure, agree on it with "
+                "`nccl_workbook.fixes.any_rank(failed)`, and skip or redo the step on every rank together"))
+    return out
+
+
 def check_exceptions(f: SourceFacts) -> list[RawFinding]:
     """``exception-on-one-rank``: a handler around a collective or a training step that lets the rank go on."""
-    out: list[RawFinding] = []
+    out: list[RawFinding] = _retried_steps(f)
     for node in f.nodes:
         if not isinstance(node, ast.Try) or not node.handlers:
             continue

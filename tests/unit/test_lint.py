@@ -2750,3 +2750,18 @@ def test_a_backward_of_a_model_built_without_ddp() -> None:
     assert found(src) == []
     # the wrapped model in the same probe: its backward all-reduces, and a rank that fails leaves the others in it
     assert [r for _line, r in found(src.replace("ddp=False", "ddp=True"))] == ["exception-on-one-rank"]
+
+
+def test_a_step_run_again_by_retry_call_on_one_rank() -> None:
+    """stylegan2-pytorch (held-out round 30, missed blind): `retry_call(model.train, tries=3, exceptions=NanException)`
+    reruns a step that raised on this rank alone (its own NaN loss) while the others are inside its collectives."""
+    src = HEAD + ("from retry.api import retry_call\nclass Trainer:\n    def train(self):\n"
+                  "        loss = self.model(self.batch()).sum()\n        loss.backward()\n"
+                  "        dist.all_reduce(loss)\n"
+                  "def main(model):\n    while model.steps < 100:\n"
+                  "        retry_call(model.train, tries=3, exceptions=NanException)\n")
+    assert found(src) == [(11, "exception-on-one-rank")]
+    # a retry of work that reaches no collective leaves nobody waiting
+    assert found(src.replace("        dist.all_reduce(loss)\n", "").replace("loss.backward()", "print(loss)")) == []
+    # nor does a retry only on an interrupt
+    assert found(src.replace("exceptions=NanException", "exceptions=KeyboardInterrupt")) == []
