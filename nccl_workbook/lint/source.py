@@ -587,6 +587,7 @@ class SourceFacts:
         #: names holding an object on some ranks only, ``None`` on the others (see _index_rank_objects)
         self.rank_objects: set[str] = set()
         self._collective: dict[str, Site | None] = {}
+        self._unless_active: set[tuple[str, frozenset[str], frozenset[str]]] = set()   # recursion guard
         self._long: dict[str, Site | None] = {}
         self._returns_flag: set[str] = set()
         self._stmt_collective: dict[int, Site | None] = {}
@@ -1033,7 +1034,7 @@ class SourceFacts:
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
         if include_backward and name == "backward" and self._backward_is_all_reduce() \
                 and not self._before_the_wrap(call) and not self._in_autograd_function(call) \
-                and not self._of_a_model_built_bare(call):
+                and not self._of_a_model_built_bare(call) and not self._in_lightning_callback(call):
             return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
         if include_backward and not recv and name.lower().endswith("scaler") and call.args \
                 and "loss" in ast.unparse(call.args[0]).lower() and self._backward_is_all_reduce():
@@ -1094,6 +1095,22 @@ class SourceFacts:
                 if makes:
                     lines.append(node.lineno)
         return bool(lines) and min(lines) > call.lineno
+
+    def _in_lightning_callback(self, call: ast.Call) -> bool:
+        """Is this in a hook (``on_*``) of a Lightning ``Callback`` or ``LightningModule`` (stable-audio-tools' demo
+        callback: a discriminator's loss,
+        then ``loss.backward()`` for a sensitivity map, under ``@rank_zero_only``)? A callback is handed the bare
+        LightningModule: its forwards do not go through DDP's wrapper, which arms the gradient all-reduce only in
+        its own forward, so a backward there reduces nothing."""
+        fn = self._scope_of(call.lineno)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.name.startswith("on_") \
+                or id(fn) not in self.parents:
+            return False
+        owner = self.parents[id(fn)][2]
+        # (a LightningModule's own hooks too: Lightning calls them on the bare module; only training_step runs in
+        # the DDP wrapper's forward)
+        return isinstance(owner, ast.ClassDef) and any(dotted(b).rsplit(".", 1)[-1] in ("Callback", "LightningModule")
+                                                       for b in owner.bases)
 
     def _of_a_model_built_bare(self, call: ast.Call) -> bool:
         """Is every model its function runs one built with data parallelism turned off (UniTS's batch-size probe:
@@ -1360,6 +1377,17 @@ class SourceFacts:
         """The first collective of ``name`` when the parameters in ``falsy`` are false and those in ``given`` are
         set: the bodies of ``if p:`` (``if p and ...:``) and of ``if q is None:`` are left out, and so are the
         collectives of its own functions called with them."""
+        key = (name, falsy, given)
+        if key in self._unless_active:
+            return None   # ms-swift's ring attention: functions that call each other through these questions
+        self._unless_active.add(key)
+        try:
+            return self._collective_unless_body(name, falsy, include_backward, depth, given)
+        finally:
+            self._unless_active.discard(key)
+
+    def _collective_unless_body(self, name: str, falsy: frozenset[str], include_backward: bool, depth: int,
+                                given: frozenset[str]) -> Site | None:
         for fn in self.functions.get(name, []):
             skip = {id(n) for n in walk_local(fn) if isinstance(n, ast.If) and any(
                 _tests_set(t, falsy) or _tests_unset(t, given) for t in (

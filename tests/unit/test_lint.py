@@ -2765,3 +2765,49 @@ def test_a_step_run_again_by_retry_call_on_one_rank() -> None:
     assert found(src.replace("        dist.all_reduce(loss)\n", "").replace("loss.backward()", "print(loss)")) == []
     # nor does a retry only on an interrupt
     assert found(src.replace("exceptions=NanException", "exceptions=KeyboardInterrupt")) == []
+
+
+def test_functions_that_call_each_other_with_flags_left_false() -> None:
+    """ms-swift's ring attention (stop 35's blind collection): functions that call each other, each with a flag that
+    turns its collective off, sent the question "which collective does this call skip?" round for ever; the file
+    was reported as one that "does not parse"."""
+    src = HEAD + ("def a(x, flag=False):\n    if flag:\n        dist.barrier()\n    return b(x, False)\n"
+                  "def b(x, flag=False):\n    if flag:\n        dist.all_reduce(x)\n    return a(x, False)\n"
+                  "def main(x, rank):\n    if rank == 0:\n        a(x)\n")
+    assert found(src) == []
+    assert found(src.replace("        a(x)\n", "        a(x, True)\n")) == [(13, "collective-in-rank-branch")]
+
+
+def test_a_file_that_parses_but_fails_the_lint_is_not_said_not_to_parse(tmp_path: Path, monkeypatch) -> None:
+    from nccl_workbook.lint import api
+    script = tmp_path / "train.py"
+    script.write_text("x = 1\n")
+
+    def deep(*_a, **_k):
+        raise RecursionError("maximum recursion depth exceeded")
+    monkeypatch.setattr(api, "lint_source", deep)
+    _found, error = api.lint_file(script)
+    assert error is not None and error.error.startswith("not checked: the lint failed on it (RecursionError")
+
+
+def test_a_backward_in_a_lightning_callback_on_rank_0() -> None:
+    """stable-audio-tools (held-out round 31): a demo callback, `@rank_zero_only`, runs a discriminator's loss and
+    `loss.backward()` for a sensitivity map. A callback gets the bare LightningModule, whose forwards do not arm
+    DDP's all-reduce (measured in tests/unit/test_ddp_bare_module_backward.py)."""
+    src = ("import torch\nimport pytorch_lightning as pl\nfrom pytorch_lightning.utilities import rank_zero_only\n"
+           "class Wrapper(pl.LightningModule):\n    def training_step(self, batch, i):\n"
+           "        return self.model(batch).sum()\n"
+           "class Demo(pl.Callback):\n    @rank_zero_only\n"
+           "    def on_train_batch_end(self, trainer, module, outputs, batch, i):\n"
+           "        loss = module.discriminator(batch).sum()\n        loss.backward()\n"
+           "trainer = pl.Trainer(strategy='ddp', callbacks=[Demo()])\n")
+    assert found(src) == []
+    # in the module's own hooks too: Lightning calls them on the bare module
+    hook = src.replace("class Demo(pl.Callback):\n    @rank_zero_only\n    def on_train_batch_end(self, trainer, module,",
+                       "    @rank_zero_only\n    def on_train_batch_end(self, module,")
+    assert found(hook) == []
+    # in training_step, which runs in DDP's forward, a backward on rank 0 alone is an all-reduce nobody else joins
+    step = src.replace("        return self.model(batch).sum()\n",
+                       "        loss = self.model(batch).sum()\n        if self.global_rank == 0:\n"
+                       "            loss.backward()\n        return loss\n")
+    assert [r for _line, r in found(step)] == ["collective-in-rank-branch"]

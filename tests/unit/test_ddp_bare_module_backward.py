@@ -1,0 +1,67 @@
+"""The mechanism behind the lint leaving out a backward in a Lightning callback (stable-audio-tools, held-out round
+31): DDP arms its gradient all-reduce in its own forward. A backward through the bare module (`model.module`, or
+the LightningModule a callback is handed) on rank 0 alone reduces nothing, and the run completes; the same
+backward through the DDP wrapper is an all-reduce the others never join. Two gloo ranks on CPU, torch as
+installed."""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+
+def _rank(rank: int, init: str, through_ddp: bool, out: multiprocessing.Queue) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2, timeout=timedelta(seconds=3))
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _step in range(3):
+            opt.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+            if rank == 0:   # a rank-0 demo or sensitivity map after the step, gradients thrown away after
+                (model if through_ddp else model.module)(torch.randn(4, 8)).sum().backward()
+                opt.zero_grad()
+        dist.barrier()
+        out.put((rank, "ok"))
+    except RuntimeError as e:
+        out.put((rank, "timeout" if "imed out" in str(e) else str(e)[:200]))
+    finally:
+        dist.destroy_process_group()
+
+
+def _run(tmp_path: Path, through_ddp: bool) -> dict[int, str]:
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_rank, args=(r, f"file://{tmp_path / f'store-{through_ddp:d}'}", through_ddp, out))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    results: dict[int, str] = {}
+    try:
+        for _ in procs:
+            rank, what = out.get(timeout=60)
+            results[rank] = what
+    except queue.Empty:
+        pass
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+    return results
+
+
+@pytest.mark.timeout(120)
+def test_a_rank0_backward_through_the_bare_module_reduces_nothing(tmp_path: Path) -> None:
+    assert _run(tmp_path, through_ddp=False) == {0: "ok", 1: "ok"}
+    # through the wrapper: rank 0's extra all-reduce pairs with the others' next one, and at the end both time out
+    assert _run(tmp_path, through_ddp=True) == {0: "timeout", 1: "timeout"}
