@@ -38,7 +38,7 @@ from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
 from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, _const,
-                                      _param_defaults, bound_arguments, call_name, dotted, ends_group, subtree,
+                                      _param_defaults, bound_arguments, call_name, dotted, ends_group, save_kind, subtree,
                                       target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
@@ -68,6 +68,8 @@ _EVEN_CALLS = re.compile(r"(^|\.)(\w*Distributed\w*Sampler|prepare|prepare_data_
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
 #: a name that holds the device a tensor is put on (``device``, ``self.device``, ``local_device``, ``dev``)
 _DEVICE_NAME = re.compile(r"(^|[._])(\w*_)?(device|dev)$")
+#: a call that sets up process groups (its result, whatever rank it is handed, is no share of the data)
+_GROUP_SETUP = re.compile(r"(^|_)(process_groups?|new_groups?|groups|init_distributed)$")
 #: a class whose objects hold data (a constructor of anything else, given the rank, makes no share of it)
 _DATA_CLASS = re.compile(r"(?i)(loader|dataset|sampler|data|iter|stream|shard|split|subset|reader|pipe|source|files|"
                          r"list|batch|chunk|partition|buffer)")
@@ -527,6 +529,25 @@ def _without_shared(text: str) -> str:
     return re.sub(r"[\w.]*(world_size|local_size|group_size|num_gpus|n_gpus?|num_nodes|nnodes)\w*", "", text)
 
 
+def _tests_bool_parameters(f: SourceFacts, stmt: ast.If) -> bool:
+    """Does the test read only parameters of its function typed ``bool`` or defaulting to ``True``/``False``
+    (bergson's ``if not per_token: ... return``, with ``per_token: bool``)? A switch the caller sets, not this
+    rank's data."""
+    fn = f.enclosing_function(stmt)
+    if fn is None:
+        return False
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults, strict=True))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
+    flags = {a.arg for a in positional + args.kwonlyargs
+             if a.annotation is not None and dotted(a.annotation) == "bool"
+             or isinstance(_const(defaults.get(a.arg)), bool)}
+    names = {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)}
+    calls = [n for n in subtree(stmt.test) if isinstance(n, (ast.Call, ast.Attribute, ast.Subscript))]
+    return bool(names) and names <= flags and not calls
+
+
 def _is_data_condition(test: ast.AST) -> bool:
     if _count_against_setting(test):
         return False
@@ -911,7 +932,8 @@ class _RankWalk:
         if exit_stmt is None or stmt.orelse:
             return
         rank_cond = f.rank_branch(stmt)
-        data_cond = not rank_cond and (_is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
+        data_cond = not rank_cond and not _tests_bool_parameters(f, stmt) and (
+            _is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
                                        and not _counts_a_shared_list(f, stmt)
                                        and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
                                                        stmt.lineno, f.enclosing_function(stmt))
@@ -1577,26 +1599,7 @@ def _count_left_unagreed_uncached(f: SourceFacts, call: ast.Call) -> str:
 
 def _class_def(f: SourceFacts, name: str) -> tuple[SourceFacts, ast.ClassDef] | None:
     """The definition of a class this file names (its own, or one it imports from the project)."""
-    head, _, last = name.rpartition(".")
-    own = next((n for n in f.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None) if not head else None
-    if own is not None:
-        return f, own
-    if f.project is None:
-        return None
-    if not head and last in f.import_from:
-        module, sub, level = f.import_from[last]
-        other = f.project.module(module, Path(f.path), level) if module else None
-        if other is not None and sub != last:
-            other = None
-    elif head in f.import_from:
-        module, sub, level = f.import_from[head]
-        other = f.project.module(f"{module}.{sub}" if sub else module, Path(f.path), level)
-    else:
-        return None
-    if other is None or other is f:
-        return None
-    found = next((n for n in other.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None)
-    return (other, found) if found is not None else None
+    return f.class_def(name)
 
 
 def _same_data(a: ast.AST, b: ast.AST) -> bool:
@@ -1786,8 +1789,10 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 name = dotted(n.func)
                 if _UNEVEN_SAMPLER.search(name):   # first: SequentialDistributedSampler is not padded
                     return True
-                if _EVEN_CALLS.search(name) or _padding_subclass(f, name) or _pads_to_max(f, n):
-                    continue   # DistributedSampler and its subclasses pad every rank's share (VITS's
+                if _EVEN_CALLS.search(name) or _padding_subclass(f, name) or _pads_to_max(f, n) \
+                        or _GROUP_SETUP.search(name.rsplit(".", 1)[-1]):
+                    continue   # (PyTorch-BigGraph's `groups = init_process_group(..., rank=rank, groups=groups)`:
+                    # process groups made alike on every rank, handed the rank, hold no data)   # DistributedSampler and its subclasses pad every rank's share (VITS's
                     # DistributedBucketSampler(torch.utils.data.distributed.DistributedSampler) pads each bucket)
                 if _AGREEING.search(call_name(n)[1]) and f.collective_of(n) is not None:
                     continue   # an all-gather's or a broadcast's result: the same on every rank
@@ -1998,8 +2003,10 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2, cls: str | None = N
                     and f.next_collective_after(node, depth=0) is None:
                 recv, callee = call_name(node.value)
                 if _ON_MAIN.search(callee):
+                    # (ConvNeXt-V2's `save_on_master(to_save, path)`: a checkpoint save, a note where nothing says
+                    # the model is large)
                     found = (f"on the main process ({callee}() tests the rank inside)",
-                             Site(node.lineno, f"{callee}()", path=where), frozenset())
+                             Site(node.lineno, f"{callee}()", save_kind(callee), path=where), frozenset())
                 elif depth > 0 and recv in ("", "self", "cls") and callee in f.functions and callee != name:
                     found = _rank_work_in(f, callee, depth - 1)
                 elif depth > 0 and recv in ("self", "cls") and callee not in f.functions:

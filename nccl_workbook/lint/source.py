@@ -954,6 +954,11 @@ class SourceFacts:
                 return Site(line, f"{label} (which reaches {inner.label} at {inner.at})",
                             reaches=0 if inner.path else inner.reaches or inner.line)
             return None
+        if name[:1].isupper() and (not recv or recv in self.import_from) and name not in DATA_PARALLEL_NAMES:
+            # an object of a class of this file or of the project, whose constructor reaches a collective
+            inner = self._constructor_collective(f"{recv}.{name}" if recv else name, include_backward)
+            if inner is not None:
+                return Site(line, f"{label} (whose __init__ reaches {inner.label} at {inner.at})", kind=inner.kind)
         ext = self.external(recv, name)
         if ext is not None:
             other, func = ext
@@ -986,6 +991,10 @@ class SourceFacts:
             if name in ("save_checkpoint", "load_checkpoint"):
                 if "engine" in low or recv in self.sharded or ("deepspeed" in self.modules and "model" in low):
                     return Site(line, label, kind="gathers shards")
+                if name == "save_checkpoint" and re.search(r"(^|_|\.)trainer$", low) and self._uses_lightning():
+                    # autocast PR 386, collected blind in stop 35: Lightning's Trainer.save_checkpoint ends in
+                    # `self.strategy.barrier("Trainer.save_checkpoint")`, to be called on every rank
+                    return Site(line, f"{label} (Lightning's Trainer.save_checkpoint ends in a barrier of every rank)")
             elif name in ("save_state", "get_state_dict"):
                 # a collective under DeepSpeed/FSDP (and save_state with automatic checkpoint naming); under
                 # plain DDP both are local (accelerate's accelerator.py). `accelerate launch` picks DeepSpeed
@@ -1096,6 +1105,10 @@ class SourceFacts:
                     lines.append(node.lineno)
         return bool(lines) and min(lines) > call.lineno
 
+    def _uses_lightning(self) -> bool:
+        """Does this file import Lightning (``pytorch_lightning``, ``lightning``, ``lightning.pytorch``)?"""
+        return any(m.split(".")[0] in ("pytorch_lightning", "lightning") for m in self.modules.values())
+
     def _in_lightning_callback(self, call: ast.Call) -> bool:
         """Is this in a hook (``on_*``) of a Lightning ``Callback`` or ``LightningModule`` (stable-audio-tools' demo
         callback: a discriminator's loss,
@@ -1136,6 +1149,53 @@ class SourceFacts:
         scope = self._scope_of(call.lineno)
         wraps = [line for w_scope, line in self._wraps if w_scope is scope]
         return bool(wraps) and min(wraps) > call.lineno
+
+    def class_def(self, name: str) -> tuple[SourceFacts, ast.ClassDef] | None:
+        """The definition of a class this file names (its own, or one it imports from the project)."""
+        head, _, last = name.rpartition(".")
+        own = next((n for n in self.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None) \
+            if not head else None
+        if own is not None:
+            return self, own
+        if self.project is None:
+            return None
+        if not head and last in self.import_from:
+            module, sub, level = self.import_from[last]
+            other = self.project.module(module, Path(self.path), level) if module else None
+            if other is not None and sub != last:
+                other = None
+        elif head in self.import_from:
+            module, sub, level = self.import_from[head]
+            other = self.project.module(f"{module}.{sub}" if sub else module, Path(self.path), level)
+        else:
+            return None
+        if other is None or other is self:
+            return None
+        found = next((n for n in other.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None)
+        return (other, found) if found is not None else None
+
+    def _constructor_collective(self, name: str, include_backward: bool) -> Site | None:
+        """The first collective the ``__init__`` of a class of this file or of the project reaches (bergson's
+        ``MemmapSequenceScoreWriter(...)``, whose constructor ends in ``dist.barrier()``), or None."""
+        key = ("constructor collective", f"{name}|{include_backward}")
+        if key in self.memo:
+            return self.memo[key]   # type: ignore[return-value]
+        self.memo[key] = None   # recursion guard
+        found = self.class_def(name)
+        site: Site | None = None
+        if found is not None:
+            other, cls = found
+            init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None)
+            if init is not None:
+                for node in walk_local(init):
+                    if isinstance(node, ast.Call):
+                        inner = other.collective_of(node, include_backward=include_backward)
+                        if inner is not None and (site is None or inner.line < site.line):
+                            site = inner
+                if site is not None and other is not self:
+                    site = self._elsewhere(other, site)
+        self.memo[key] = site
+        return site
 
     def external(self, recv: str, name: str) -> tuple[SourceFacts, str] | None:
         """The file of the project that defines the function a call names (``evaluate()`` imported from

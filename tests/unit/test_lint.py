@@ -2811,3 +2811,54 @@ def test_a_backward_in_a_lightning_callback_on_rank_0() -> None:
                        "        loss = self.model(batch).sum()\n        if self.global_rank == 0:\n"
                        "            loss.backward()\n        return loss\n")
     assert [r for _line, r in found(step)] == ["collective-in-rank-branch"]
+
+
+def test_lightning_s_save_checkpoint_on_rank_0_and_a_constructor_that_reaches_a_barrier() -> None:
+    """Stop 35's blind collection: autocast PR 386, `trainer.save_checkpoint(path)` under `if trainer.is_global_zero:`
+    (Lightning's ends in `strategy.barrier("Trainer.save_checkpoint")`); bergson PR 424, a rank-0 save through a
+    score writer whose constructor ends in `dist.barrier()`."""
+    ckpt = ("import lightning as L\ndef run(trainer, model, path):\n    trainer.fit(model)\n"
+            "    if trainer.is_global_zero:\n        trainer.save_checkpoint(path)\n"
+            "    trainer.strategy.barrier('done')\n")
+    assert found(ckpt) == [(5, "collective-in-rank-branch")]
+    assert found(ckpt.replace("    if trainer.is_global_zero:\n        trainer.save_checkpoint(path)\n",
+                              "    trainer.save_checkpoint(path)\n")) == []   # every rank calls it
+    writer = HEAD + ("class ScoreWriter:\n    def __init__(self, path):\n        if dist.get_rank() == 0:\n"
+                     "            make_file(path)\n        if dist.is_initialized():\n            dist.barrier()\n"
+                     "def save_scores(path, scores, per_token: bool):\n    if not per_token:\n        return None\n"
+                     "    return ScoreWriter(path)\n"
+                     "def main(rank, scores):\n    if rank == 0:\n        save_scores('out', scores, True)\n")
+    # the constructor's barrier, reached on rank 0 only; `if not per_token: return` tests a switch, not data
+    assert found(writer) == [(15, "collective-in-rank-branch")]
+    # a constructor with no collective is an object like any other
+    assert found(writer.replace("        if dist.is_initialized():\n            dist.barrier()\n", "")) == []
+
+
+def test_held_out_round_32_a_save_on_master_is_a_save_and_process_groups_are_no_share(tmp_path: Path) -> None:
+    """Round 32: ConvNeXt-V2's `utils.save_model(...)` reaches `save_on_master(to_save, path)`, a rank-0 checkpoint
+    save (a note where nothing says the model is large, as for its twin in vq-vae-2); PyTorch-BigGraph's
+    `groups = init_process_group(..., rank=rank, groups=groups)` and its `new_group` loop make the same groups on
+    every rank."""
+    (tmp_path / "utils.py").write_text(
+        "import torch\nimport torch.distributed as dist\n"
+        "def save_on_master(*args, **kwargs):\n    if dist.get_rank() == 0:\n        torch.save(*args, **kwargs)\n"
+        "def save_model(model, path):\n    save_on_master({'model': model.state_dict()}, path)\n")
+    script = tmp_path / "main.py"
+    script.write_text("import torch.distributed as dist\nimport utils\n"
+                      "def main(model, loader, epochs):\n    for epoch in range(epochs):\n"
+                      "        for x in loader:\n            dist.all_reduce(x)\n"
+                      "        utils.save_model(model, 'ckpt.pth')\n")
+    report = lint_paths([script])
+    assert report.findings == () and [(f.line, f.rule.value) for f in report.notes] == [
+        (7, "rank0-long-work-before-collective")]
+    groups = HEAD + ("def init_process_group(world_size, rank, groups):\n"
+                     "    dist.init_process_group('gloo', world_size=world_size, rank=rank)\n"
+                     "    return [dist.new_group(g) for g in groups]\n"
+                     "def server(world_size, rank, groups):\n"
+                     "    groups = init_process_group(world_size=world_size, rank=rank, groups=groups)\n"
+                     "    for g in groups:\n        dist.barrier(group=g)\n")
+    assert found(groups) == []
+    # a list picked by the rank is a share still
+    assert [r for _line, r in found(groups.replace("    for g in groups:\n",
+                                                   "    mine = groups[rank:]\n    for g in mine:\n"))] == [
+        "uneven-collective-count"]
