@@ -7,13 +7,14 @@ installed."""
 from __future__ import annotations
 
 import multiprocessing
-import queue
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
+
+from .gloo_ranks import run_two_ranks
 
 
 def _rank(rank: int, init: str, through_ddp: bool, out: multiprocessing.Queue) -> None:
@@ -38,26 +39,7 @@ def _rank(rank: int, init: str, through_ddp: bool, out: multiprocessing.Queue) -
 
 
 def _run(tmp_path: Path, through_ddp: bool) -> dict[int, str]:
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, f"file://{tmp_path / f'store-{through_ddp:d}'}", through_ddp, out))
-             for r in range(2)]
-    for p in procs:
-        p.start()
-    results: dict[int, str] = {}
-    try:
-        for _ in procs:
-            rank, what = out.get(timeout=60)
-            results[rank] = what
-    except queue.Empty:
-        pass
-    finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-    return results
+    return run_two_ranks(_rank, tmp_path, f"{through_ddp:d}", through_ddp)
 
 
 @pytest.mark.timeout(120)

@@ -6,13 +6,14 @@ model in the middle of training pairs with the others' next forward; after the l
 from __future__ import annotations
 
 import multiprocessing
-import queue
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
+
+from .gloo_ranks import run_two_ranks
 
 
 class _Net(torch.nn.Module):
@@ -51,26 +52,7 @@ def _rank(rank: int, init: str, last_eval: bool, buffers: bool, out: multiproces
 
 
 def _run(tmp_path: Path, last_eval: bool, buffers: bool) -> dict[int, str]:
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    init = f"file://{tmp_path / ('store-%d-%d' % (last_eval, buffers))}"
-    procs = [ctx.Process(target=_rank, args=(r, init, last_eval, buffers, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    results: dict[int, str] = {}
-    try:
-        for _ in procs:
-            rank, what = out.get(timeout=60)
-            results[rank] = what
-    except queue.Empty:
-        pass
-    finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-    return results
+    return run_two_ranks(_rank, tmp_path, f"{last_eval:d}-{buffers:d}", last_eval, buffers)
 
 
 @pytest.mark.timeout(120)
