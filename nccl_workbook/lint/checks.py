@@ -1225,9 +1225,9 @@ def _reads_value(f: SourceFacts, node: ast.AST, target: ast.Name | ast.Attribute
 
 
 def _within(f: SourceFacts, node: ast.AST, guard: ast.If) -> bool:
-    """Does ``node`` run only where ``guard`` lets it: in its body, or, when its body leaves (``if not is_main:
-    return``), in the statements after it in the same block?"""
-    lo, hi = guard.body[0].lineno, guard.body[-1].end_lineno or guard.body[-1].lineno
+    """Does ``node`` run only where ``guard`` lets it: in its body or its ``else``, or, when its body leaves (``if
+    not is_main: return``), in the statements after it in the same block?"""
+    lo, hi = guard.body[0].lineno, guard.end_lineno or guard.body[-1].lineno
     if lo <= node.lineno <= hi:   # type: ignore[attr-defined]
         return True
     if _exits(guard.body) is None or id(guard) not in f.parents:
@@ -1254,9 +1254,12 @@ def _loop_reading(f: SourceFacts, target: ast.Name | ast.Attribute, stmt: ast.st
                for t in a.targets if isinstance(t, ast.Name)}
     # (a collective that agrees values: a training step handed the epoch, MACE's `train_one_epoch(..., epoch=epoch)`,
     # agrees nothing)
-    sent = [c for c in nodes if isinstance(c, ast.Call) and (site := f.collective_of(c)) is not None
-            and (_AGREEING.search(site.label) or _AGREES_FLAG.search(dotted(c.func)))
-            and "backward" not in site.label and "gradient" not in site.label]
+    memo = ("agreeing calls", str(id(scope)))   # found once per function (or file): many values are set in one
+    if memo not in f.memo:
+        f.memo[memo] = [c for c in nodes if isinstance(c, ast.Call) and (site := f.collective_of(c)) is not None
+                        and (_AGREEING.search(site.label) or _AGREES_FLAG.search(dotted(c.func)))
+                        and "backward" not in site.label and "gradient" not in site.label]
+    sent: list[ast.Call] = f.memo[memo]   # type: ignore[assignment]
     # agreed: a collective handed the value, or what holds it (`dist.broadcast_object_list(broadcast_list, 0)`,
     # `stop = any_rank(stop)`; in a loop, before it is set is also after); or the value set is what a collective
     # handed back (`if RANK != 0: stop = broadcast_list[0]`)
@@ -1791,9 +1794,11 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                     return True
                 if _EVEN_CALLS.search(name) or _padding_subclass(f, name) or _pads_to_max(f, n) \
                         or _GROUP_SETUP.search(name.rsplit(".", 1)[-1]):
-                    continue   # (PyTorch-BigGraph's `groups = init_process_group(..., rank=rank, groups=groups)`:
-                    # process groups made alike on every rank, handed the rank, hold no data)   # DistributedSampler and its subclasses pad every rank's share (VITS's
-                    # DistributedBucketSampler(torch.utils.data.distributed.DistributedSampler) pads each bucket)
+                    # DistributedSampler and its subclasses pad every rank's share (VITS's
+                    # DistributedBucketSampler(torch.utils.data.distributed.DistributedSampler) pads each bucket); a
+                    # function that pads to the largest share (DGL's fix); process groups made alike on every rank,
+                    # handed the rank (PyTorch-BigGraph's `groups = init_process_group(..., rank=rank, groups=groups)`)
+                    continue
                 if _AGREEING.search(call_name(n)[1]) and f.collective_of(n) is not None:
                     continue   # an all-gather's or a broadcast's result: the same on every rank
                 left = _count_left_unagreed(f, n)

@@ -1043,7 +1043,7 @@ class SourceFacts:
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
         if include_backward and name == "backward" and self._backward_is_all_reduce() \
                 and not self._before_the_wrap(call) and not self._in_autograd_function(call) \
-                and not self._of_a_model_built_bare(call) and not self._in_lightning_callback(call):
+                and not self._of_a_model_built_bare(call) and not self._in_lightning_hook(call):
             return Site(line, f"{label} (DDP/sharded gradient all-reduce)")
         if include_backward and not recv and name.lower().endswith("scaler") and call.args \
                 and "loss" in ast.unparse(call.args[0]).lower() and self._backward_is_all_reduce():
@@ -1109,19 +1109,16 @@ class SourceFacts:
         """Does this file import Lightning (``pytorch_lightning``, ``lightning``, ``lightning.pytorch``)?"""
         return any(m.split(".")[0] in ("pytorch_lightning", "lightning") for m in self.modules.values())
 
-    def _in_lightning_callback(self, call: ast.Call) -> bool:
-        """Is this in a hook (``on_*``) of a Lightning ``Callback`` or ``LightningModule`` (stable-audio-tools' demo
-        callback: a discriminator's loss,
-        then ``loss.backward()`` for a sensitivity map, under ``@rank_zero_only``)? A callback is handed the bare
-        LightningModule: its forwards do not go through DDP's wrapper, which arms the gradient all-reduce only in
-        its own forward, so a backward there reduces nothing."""
+    def _in_lightning_hook(self, call: ast.Call) -> bool:
+        """Is this in a hook (``on_*``) of a Lightning ``Callback`` or ``LightningModule``? Lightning calls hooks on
+        the bare LightningModule; only ``training_step`` runs inside DDP's wrapper, whose forward arms the gradient
+        all-reduce. A backward in a hook reduces nothing (stable-audio-tools' demo callback, under
+        ``@rank_zero_only``: a discriminator's loss, then ``loss.backward()`` for a sensitivity map)."""
         fn = self._scope_of(call.lineno)
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.name.startswith("on_") \
                 or id(fn) not in self.parents:
             return False
         owner = self.parents[id(fn)][2]
-        # (a LightningModule's own hooks too: Lightning calls them on the bare module; only training_step runs in
-        # the DDP wrapper's forward)
         return isinstance(owner, ast.ClassDef) and any(dotted(b).rsplit(".", 1)[-1] in ("Callback", "LightningModule")
                                                        for b in owner.bases)
 
