@@ -2613,7 +2613,16 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
                                                 f"`{dotted(t)} = ...` changes no timeout: {_clause(why)}"))
         elif isinstance(node, ast.Call):
             recv, name = call_name(node)
-            if name in ("setdefault", "putenv") and ("environ" in recv or recv == "os") and node.args:
+            days = _days_meant_as(node)
+            if days is not None:
+                found.append(RawFinding(
+                    Rule.NOOP_TIMEOUT_SETTING, node.lineno,
+                    f"`{ast.unparse(node)[:60]}` makes a timeout of days: a number given to `timedelta` without a "
+                    f"keyword counts days, and `{days}` says it holds {_UNIT_WORD[_unit_of(days)]}",
+                    why="a watchdog that should fire after minutes waits that many days, so a hang is never "
+                        "reported",
+                    fix=f"name the unit: `timedelta({_unit_of(days)}={days})`"))
+            elif name in ("setdefault", "putenv") and ("environ" in recv or recv == "os") and node.args:
                 found.append(_env_key_finding(getattr(node.args[0], "value", None), node.lineno))
             elif name in ("update", "dict") or (name == "update" and "environ" in recv):
                 found.extend(_env_key_finding(kw.arg, node.lineno) for kw in node.keywords)
@@ -2632,6 +2641,27 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
                  if isinstance(n, ast.If) and "version" in ast.unparse(n.test).lower()]
     return [x for x in out if not (x.message.startswith("`") and "deprecated name" in x.message
                                    and any(lo <= x.line <= hi for lo, hi in versioned))]
+
+
+#: a name that says which unit it holds (``timeout_minutes``, ``pg_timeout_sec``)
+_UNIT_NAME = re.compile(r"(?i)(^|_)(min|mins|minutes?|sec|secs|seconds?|s|ms|hours?|hrs?)$")
+_UNIT_WORD = {"minutes": "minutes", "seconds": "seconds", "hours": "hours", "milliseconds": "milliseconds"}
+
+
+def _unit_of(name: str) -> str:
+    last = re.split(r"[._]", name)[-1].lower()
+    return ("minutes" if last.startswith("min") else "milliseconds" if last == "ms"
+            else "hours" if last.startswith("h") else "seconds")
+
+
+def _days_meant_as(call: ast.Call) -> str | None:
+    """lm-engine (held-out round 32, missed): ``timedelta(timeout_minutes)``. A lone positional argument of
+    ``timedelta`` is days; a name that says minutes or seconds was meant. The name, or None."""
+    if call_name(call)[1] != "timedelta" or len(call.args) != 1 or call.keywords:
+        return None
+    arg = call.args[0]
+    name = dotted(arg) if isinstance(arg, (ast.Name, ast.Attribute)) else ""
+    return name if name and _UNIT_NAME.search(name.rsplit(".", 1)[-1]) else None
 
 
 def _read_back(finding: RawFinding, read_here: set[str]) -> bool:

@@ -2862,3 +2862,14 @@ def test_held_out_round_32_a_save_on_master_is_a_save_and_process_groups_are_no_
     assert [r for _line, r in found(groups.replace("    for g in groups:\n",
                                                    "    mine = groups[rank:]\n    for g in mine:\n"))] == [
         "uneven-collective-count"]
+
+
+def test_a_timedelta_given_minutes_without_a_keyword_counts_days() -> None:
+    """lm-engine (held-out round 32, missed): `timedelta(timeout_minutes)` makes a 30-minute watchdog a 30-day one."""
+    src = ("from datetime import timedelta\nimport torch.distributed as dist\n"
+           "def init(timeout_minutes=30):\n    timeout = timedelta(timeout_minutes)\n"
+           "    dist.init_process_group('nccl', timeout=timeout)\n")
+    (f,) = lint_source(src)
+    assert (f.line, f.rule.value) == (4, "noop-timeout-setting") and "timedelta(minutes=timeout_minutes)" in f.fix
+    assert lint_source(src.replace("timedelta(timeout_minutes)", "timedelta(minutes=timeout_minutes)")) == []
+    assert lint_source(src.replace("timedelta(timeout_minutes)", "timedelta(days)")) == []   # days, as it says
