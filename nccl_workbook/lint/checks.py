@@ -536,11 +536,8 @@ def _tests_bool_parameters(f: SourceFacts, stmt: ast.If) -> bool:
     fn = f.enclosing_function(stmt)
     if fn is None:
         return False
-    args = fn.args
-    positional = args.posonlyargs + args.args
-    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults, strict=True))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
-    flags = {a.arg for a in positional + args.kwonlyargs
+    defaults = dict(_param_defaults(fn))
+    flags = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
              if a.annotation is not None and dotted(a.annotation) == "bool"
              or isinstance(_const(defaults.get(a.arg)), bool)}
     names = {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)}
@@ -2615,13 +2612,14 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
             recv, name = call_name(node)
             days = _days_meant_as(node)
             if days is not None:
+                name_, unit = days
                 found.append(RawFinding(
                     Rule.NOOP_TIMEOUT_SETTING, node.lineno,
                     f"`{ast.unparse(node)[:60]}` makes a timeout of days: a number given to `timedelta` without a "
-                    f"keyword counts days, and `{days}` says it holds {_UNIT_WORD[_unit_of(days)]}",
+                    f"keyword counts days, and `{name_}` says it holds {unit}",
                     why="a watchdog that should fire after minutes waits that many days, so a hang is never "
                         "reported",
-                    fix=f"name the unit: `timedelta({_unit_of(days)}={days})`"))
+                    fix=f"name the unit: `timedelta({unit}={name_})`"))
             elif name in ("setdefault", "putenv") and ("environ" in recv or recv == "os") and node.args:
                 found.append(_env_key_finding(getattr(node.args[0], "value", None), node.lineno))
             elif name in ("update", "dict") or (name == "update" and "environ" in recv):
@@ -2645,23 +2643,22 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
 
 #: a name that says which unit it holds (``timeout_minutes``, ``pg_timeout_sec``)
 _UNIT_NAME = re.compile(r"(?i)(^|_)(min|mins|minutes?|sec|secs|seconds?|s|ms|hours?|hrs?)$")
-_UNIT_WORD = {"minutes": "minutes", "seconds": "seconds", "hours": "hours", "milliseconds": "milliseconds"}
 
 
-def _unit_of(name: str) -> str:
-    last = re.split(r"[._]", name)[-1].lower()
-    return ("minutes" if last.startswith("min") else "milliseconds" if last == "ms"
-            else "hours" if last.startswith("h") else "seconds")
-
-
-def _days_meant_as(call: ast.Call) -> str | None:
+def _days_meant_as(call: ast.Call) -> tuple[str, str] | None:
     """lm-engine (held-out round 32, missed): ``timedelta(timeout_minutes)``. A lone positional argument of
-    ``timedelta`` is days; a name that says minutes or seconds was meant. The name, or None."""
+    ``timedelta`` is days; a name that says minutes or seconds was meant. The name and the unit it says
+    (``timedelta``'s keyword for it), or None."""
     if call_name(call)[1] != "timedelta" or len(call.args) != 1 or call.keywords:
         return None
     arg = call.args[0]
     name = dotted(arg) if isinstance(arg, (ast.Name, ast.Attribute)) else ""
-    return name if name and _UNIT_NAME.search(name.rsplit(".", 1)[-1]) else None
+    found = _UNIT_NAME.search(name.rsplit(".", 1)[-1]) if name else None
+    if found is None:
+        return None
+    last = found.group(2).lower()
+    return name, ("minutes" if last.startswith("min") else "milliseconds" if last == "ms"
+                  else "hours" if last.startswith("h") else "seconds")
 
 
 def _read_back(finding: RawFinding, read_here: set[str]) -> bool:

@@ -956,7 +956,7 @@ class SourceFacts:
             return None
         if name[:1].isupper() and (not recv or recv in self.import_from) and name not in DATA_PARALLEL_NAMES:
             # an object of a class of this file or of the project, whose constructor reaches a collective
-            inner = self._constructor_collective(f"{recv}.{name}" if recv else name, include_backward)
+            inner = self._constructor_collective(f"{recv}.{name}" if recv else name)
             if inner is not None:
                 return Site(line, f"{label} (whose __init__ reaches {inner.label} at {inner.at})", kind=inner.kind)
         ext = self.external(recv, name)
@@ -1171,10 +1171,10 @@ class SourceFacts:
         found = next((n for n in other.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None)
         return (other, found) if found is not None else None
 
-    def _constructor_collective(self, name: str, include_backward: bool) -> Site | None:
+    def _constructor_collective(self, name: str) -> Site | None:
         """The first collective the ``__init__`` of a class of this file or of the project reaches (bergson's
         ``MemmapSequenceScoreWriter(...)``, whose constructor ends in ``dist.barrier()``), or None."""
-        key = ("constructor collective", f"{name}|{include_backward}")
+        key = ("constructor collective", name)
         if key in self.memo:
             return self.memo[key]   # type: ignore[return-value]
         self.memo[key] = None   # recursion guard
@@ -1183,14 +1183,9 @@ class SourceFacts:
         if found is not None:
             other, cls = found
             init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None)
-            if init is not None:
-                for node in walk_local(init):
-                    if isinstance(node, ast.Call):
-                        inner = other.collective_of(node, include_backward=include_backward)
-                        if inner is not None and (site is None or inner.line < site.line):
-                            site = inner
-                if site is not None and other is not self:
-                    site = self._elsewhere(other, site)
+            site = other.first_collective(init.body) if init is not None else None
+            if site is not None and other is not self:
+                site = self._elsewhere(other, site)
         self.memo[key] = site
         return site
 
