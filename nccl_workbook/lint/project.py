@@ -46,6 +46,7 @@ class Project:
         self._callers: dict[tuple[int, str], list[tuple[SourceFacts, ast.stmt]]] = {}
         self._resolved_imports: list[tuple[SourceFacts, str, str, SourceFacts | None, SourceFacts | None]] | None = None
         self._parents: dict[Path, Path] = {}
+        self._additions: dict[Path, list[Path]] = {}
 
     def facts(self, path: Path, text: str | None = None) -> SourceFacts | None:
         """The facts of one file, parsed once (None when it cannot be read or parsed). A ``SyntaxError``
@@ -176,11 +177,16 @@ class Project:
 
     def _path_additions(self, importer: Path) -> list[Path]:
         """The folders the importing script adds to ``sys.path`` by a literal name (SEA-RAFT's
-        ``sys.path.append('core')``, then ``from datasets import fetch_dataloader``), beside the script."""
+        ``sys.path.append('core')``, then ``from datasets import fetch_dataloader``), beside the script. Found
+        once per file: every top-level import of it asks (a 6,700-line file with 250 imports spent most of its
+        lint walking its own tree again for each)."""
         facts = self._facts.get(importer)
         if facts is None:
             return []
-        out = []
+        if importer in self._additions:
+            return self._additions[importer]
+        out: list[Path] = []
+        self._additions[importer] = out
         for node in ast.walk(facts.tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr in ("append", "insert") and ast.unparse(node.func.value) == "sys.path":
