@@ -41,7 +41,7 @@ from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, 
                                       _param_defaults, bound_arguments, call_name, dotted, ends_group, save_kind, subtree,
                                       target_names, walk_local)
 
-__all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_exceptions",
+__all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement", "check_exceptions",
            "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
 
 #: a DataLoader timeout at or above this fraction of the group timeout is "not well below" it
@@ -540,8 +540,13 @@ def _tests_bool_parameters(f: SourceFacts, stmt: ast.If) -> bool:
     flags = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
              if a.annotation is not None and dotted(a.annotation) == "bool"
              or isinstance(_const(defaults.get(a.arg)), bool)}
-    names = {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)}
-    calls = [n for n in subtree(stmt.test) if isinstance(n, (ast.Call, ast.Attribute, ast.Subscript))]
+    # beside them, settings of the run's configuration (optimum-habana's `if not self.args.predict_with_generate
+    # or prediction_loss_only: return ...`)
+    setting = {id(x) for n in subtree(stmt.test) if isinstance(n, ast.Attribute) and _SETTINGS_ROOT.match(dotted(n))
+               for x in subtree(n)}
+    names = {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name) and id(n) not in setting}
+    calls = [n for n in subtree(stmt.test) if isinstance(n, (ast.Call, ast.Attribute, ast.Subscript))
+             and id(n) not in setting]
     return bool(names) and names <= flags and not calls
 
 
@@ -586,6 +591,13 @@ def _reads_files(f: SourceFacts, test: ast.AST) -> bool:
     return False
 
 
+def _raises_first(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Does the function raise at once (after its docstring), so that nothing below runs?"""
+    body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
+        _const(fn.body[0].value), str) else fn.body
+    return bool(body) and isinstance(body[0], ast.Raise) and len(body) > 1
+
+
 class _RankWalk:
     """Walks every block once, knowing which rank condition (if any) the current statement runs under."""
 
@@ -616,6 +628,8 @@ class _RankWalk:
     def stmt(self, stmt: ast.stmt, where: Where | None) -> None:
         f = self.f
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if _raises_first(stmt):
+                return   # ReLoRA's `save_model_fsdp`: `raise RuntimeError("FSDP is not supported anymore")`, then dead code
             if f.rank_only_function(stmt):
                 deco = (*f.rank_only_mark(stmt), ())
                 self.region(stmt.body, deco, after=None, function=stmt)
@@ -653,7 +667,7 @@ class _RankWalk:
             self.break_in_rank_region(stmt)
         if isinstance(stmt, ast.If):
             self.early_exit(stmt)
-            if f.rank_branch(stmt) and not f.deals_round_robin(stmt):
+            if f.rank_branch(stmt) and not f.deals_round_robin(stmt) and not _implied_by_enclosing(f, stmt):
                 paired = (f.first_collective(stmt.body) is not None and f.first_collective(stmt.orelse) is not None
                           or _paired_in_enclosing(f, stmt))
                 inner = None if paired else (stmt.lineno, _cond_text(stmt.test), _escapes(f, stmt.test))
@@ -939,7 +953,8 @@ class _RankWalk:
                 isinstance(exit_stmt, ast.Continue) and data_cond) and not _under_join(f, stmt):
             # (DDP's join() shadows the collectives of the ranks that run fewer passes)
             loop = f.enclosing_loop(stmt)
-            site = _collective_beside(f, loop, exit_stmt) if loop is not None else None
+            site = None if loop is None else _collective_beside(f, loop, exit_stmt) if isinstance(
+                exit_stmt, ast.Break) else _collective_skipped(f, loop, exit_stmt)
             if site is not None and loop is not None and not _point_to_point(site):
                 word = "break" if isinstance(exit_stmt, ast.Break) else "continue"
                 self.out.append(RawFinding(
@@ -1368,6 +1383,23 @@ def _collective_beside(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Si
     return search(loop.body)  # type: ignore[attr-defined]
 
 
+def _collective_skipped(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Site | None:
+    """The first collective a ``continue`` skips: one after it in its pass, up to the end of the loop's body. A
+    collective before it was reached all the same (Coqui's Trainer: ``outputs, _ = self.train_step(batch, ...)``
+    then ``if outputs is None: continue``, every rank still steps once per batch)."""
+    node: ast.AST = exit_stmt
+    while id(node) in f.parents:
+        block, i, owner = f.parents[id(node)]
+        for st in block[i + 1:]:
+            site = f.first_collective(st)
+            if site is not None:
+                return site
+        if owner is loop:
+            break
+        node = owner
+    return None
+
+
 def _explicit_calls(f: SourceFacts, nodes: list[ast.stmt]) -> set[tuple[str, str]]:
     """(name, first argument) of every collective called directly, or through a function of the file that
     reaches one (neuralangelo's own ``barrier()`` on both sides of ``master_first``)."""
@@ -1541,6 +1573,23 @@ def _ranks_where(f: SourceFacts, test: ast.AST) -> tuple[str, frozenset[int]] | 
         return None
     name, g = rank
     return name, frozenset(r for r in _SOME_RANKS if op(g(r), value))
+
+
+def _implied_by_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
+    """Does the rank test hold on every rank that reaches it, since a rank test around it lets in rank 0 alone
+    and this one holds on rank 0 (TextBrewer: ``if self.rank != 0: barrier() else: <save>; if self.local_rank
+    == 0: barrier()``, the ``local_rank`` test telling DDP from a single process)?"""
+    inner = _ranks_where(f, stmt.test)
+    node: ast.AST = stmt
+    while inner is not None and 0 in inner[1] and id(node) in f.parents:
+        block, _i, owner = f.parents[id(node)]
+        if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return False
+        if isinstance(owner, ast.If) and (outer := _ranks_where(f, owner.test)) is not None:
+            ranks = outer[1] if block is owner.body else frozenset(_SOME_RANKS) - outer[1]
+            return ranks == frozenset({0})
+        node = owner
+    return False
 
 
 def _complementary(a: tuple[str, frozenset[int]] | None, b: tuple[str, frozenset[int]] | None) -> bool:
@@ -2188,6 +2237,55 @@ def _filled_every_pass(f: SourceFacts, stmt: ast.If, term: ast.AST) -> bool:
 _AGREEING = re.compile(r"all_?reduce|all_?gather|broadcast|accelerator\.(gather|reduce)")
 
 
+def _agreement_returned(f: SourceFacts, call: ast.Call) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function of the project a call goes to when it agrees values across the ranks (an all-reduce or a
+    broadcast) and hands the agreed values back in its ``return``, not in the objects it was given; else None."""
+    target = _callee(f, call)
+    if target is None or target[1] not in target[0].functions:
+        return None
+    other, name = target
+    fn = other.functions[name][0]
+    if not any(isinstance(n, ast.Return) and n.value is not None for n in walk_local(fn)):
+        return None
+    site = other.function_collective(name, include_backward=False)
+    return fn if site is not None and _AGREEING.search(site.label) and "gather" not in site.label else None
+
+
+def check_discarded_agreement(f: SourceFacts) -> list[RawFinding]:
+    """``uneven-collective-count``: a helper that agrees flags across the ranks called for nothing, its result
+    thrown away, and a ``break`` (or ``return``) on the values it was handed (cramming's ``communicate_flags(
+    training_allowed, no_recovery_necessary)``, then ``if not training_allowed: break``, the flag set by each
+    rank's own wall clock): every rank leaves on its own value, some a step before the others."""
+    out: list[RawFinding] = []
+    for stmt in f.nodes:
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            continue
+        handed = {a.id for a in stmt.value.args if isinstance(a, ast.Name)}
+        loop = f.enclosing_loop(stmt)
+        if not handed or loop is None or _agreement_returned(f, stmt.value) is None:
+            continue
+        for node in walk_local(loop):
+            if not (isinstance(node, ast.If) and node.lineno > stmt.lineno and isinstance(
+                    _exits(node.body), (ast.Break, ast.Return))):
+                continue
+            read = handed & {n.id for n in subtree(node.test) if isinstance(n, ast.Name)}
+            site = _collective_beside(f, loop, _exits(node.body)) if read else None   # type: ignore[arg-type]
+            if site is None or _point_to_point(site) or _under_join(f, node):
+                continue
+            name = sorted(read)[0]
+            word = "break" if isinstance(_exits(node.body), ast.Break) else "return"
+            out.append(RawFinding(
+                Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
+                f"`{ast.unparse(stmt.value)}` agrees the values across the ranks but its result is thrown away: the "
+                f"`{word}` at line {_exits(node.body).lineno} reads this rank's own `{name}`, so a rank whose "   # type: ignore[union-attr]
+                f"value differs leaves the loop at line {loop.lineno} while the others go on to {site.label} at "
+                f"{site.at}",
+                fix=f"take the agreed values back: `{', '.join(a for a in (ast.unparse(x) for x in stmt.value.args))}"
+                    f" = {ast.unparse(stmt.value)}` (or decide together with `nccl_workbook.fixes.any_rank(...)`)"))
+            break
+    return out
+
+
 def _agreed(f: SourceFacts, names: set[str], before: int, fn: ast.AST | None) -> bool:
     """Are the names the test (at line ``before``) reads that the function binds before it all bound only from a
     call that reaches an all-reduce, an all-gather or a broadcast (efficientvit's ``mean_loss = sync_tensor(loss,
@@ -2205,11 +2303,13 @@ def _agreed(f: SourceFacts, names: set[str], before: int, fn: ast.AST | None) ->
                 if name in names:
                     binds.setdefault(name, []).append(n)
     def reduced_in_place(name: str, after: int) -> bool:
-        # `dist.all_reduce(loss)` between the last binding and the test: every rank holds the same value
+        # `dist.all_reduce(loss)` between the last binding and the test: every rank holds the same value (not a
+        # function of the project that agrees a copy and returns it: cramming's `communicate_flags(allowed, ...)`)
         return any(isinstance(c, ast.Call) and after < c.lineno < before and c.args
                    and isinstance(c.args[0], ast.Name) and c.args[0].id == name
                    and (site := f.collective_of(c)) is not None and _AGREEING.search(site.label)
-                   and "gather" not in site.label for c in walk_local(fn if fn is not None else f.tree))
+                   and "gather" not in site.label and _agreement_returned(f, c) is None
+                   for c in walk_local(fn if fn is not None else f.tree))
 
     return bool(binds) and all(
         reduced_in_place(name, max(b.lineno for b in found)) or all(
@@ -2232,10 +2332,9 @@ def _capped_by_index(loop: ast.For | ast.AsyncFor, line: int) -> bool:
     """Is the collective at ``line`` under a test that the pass's index is below a bound (nnU-Net's
     ``if i < last_barrier_at_idx and (i + 1) % 20 == 0: dist.barrier()``, the bound being the smallest
     share's length)? Then every rank calls it the same number of times."""
-    if not (isinstance(loop.target, ast.Tuple) and loop.target.elts and isinstance(loop.target.elts[0], ast.Name)
-            and isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "enumerate"):
+    index = _enumerate_index(loop)
+    if index is None:
         return False
-    index = loop.target.elts[0].id
     for node in subtree(loop):
         if isinstance(node, ast.If) and node.body and node.body[0].lineno <= line <= (node.end_lineno or node.lineno):
             for cmp in subtree(node.test):
@@ -2343,7 +2442,7 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
         direct = _UNEVEN_SAMPLER.search(ast.unparse(node.iter)) is not None
         if not shard and not direct:
             continue
-        site = f.first_collective(node.body)
+        site = f.first_collective([st for st in node.body if not _on_one_pass(node, st)])
         if f._may_shard_here():   # a forward of a model sharded in another file: the pass's first collective
             forward = _model_forward(f, node.body)
             site = min((s for s in (site, forward) if s is not None), key=lambda s: s.line, default=None)
@@ -2359,6 +2458,24 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
                 "the same number of times" if left else ""))
     out += _stop_iteration_from_getitem(f)
     return out
+
+
+def _on_one_pass(loop: ast.For | ast.AsyncFor, stmt: ast.stmt) -> bool:
+    """Does the statement run on one pass only, ``if i == 0:`` with ``i`` the loop's own ``enumerate`` count
+    (ReLoRA's evaluation agrees the tokens of the first batch with an all-reduce there, to size the loop alike on
+    every rank)? Every rank with a batch runs it once, not once per pass."""
+    return (isinstance(stmt, ast.If) and not stmt.orelse and isinstance(stmt.test, ast.Compare)
+            and len(stmt.test.ops) == 1 and isinstance(stmt.test.ops[0], ast.Eq)
+            and isinstance(stmt.test.left, ast.Name) and isinstance(_const(stmt.test.comparators[0]), int)
+            and stmt.test.left.id == _enumerate_index(loop))
+
+
+def _enumerate_index(loop: ast.For | ast.AsyncFor) -> str | None:
+    """The name of the count of ``for i, x in enumerate(...)``, or None."""
+    if isinstance(loop.target, ast.Tuple) and loop.target.elts and isinstance(loop.target.elts[0], ast.Name) \
+            and isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "enumerate":
+        return loop.target.elts[0].id
+    return None
 
 
 def _stop_iteration_from_getitem(f: SourceFacts) -> list[RawFinding]:
@@ -2819,6 +2936,7 @@ CHECKS: tuple[Callable[[SourceFacts], list[RawFinding]], ...] = (
     check_rank_branches,
     check_main_first,
     check_uneven_loops,
+    check_discarded_agreement,
     check_exceptions,
     check_noop_settings,
     check_loader_timeouts,

@@ -203,9 +203,15 @@ class Project:
         else:
             bases = [importer.parents[i] for i in range(min(LEVELS_UP + 1, len(importer.parents)))]
             bases += self._path_additions(importer)
-            # a file given on the command line whose path ends with the module's (``pkg/utils.py``)
+            # the "src layout" of a package installed from its checkout (LTX-Video-Trainer's
+            # ``scripts/train.py`` importing ``ltxv_trainer``, which is ``src/ltxv_trainer/``)
+            bases += [b / "src" for b in bases[:LEVELS_UP + 1]]
+            # a file given on the command line whose path ends with the module's (``pkg/utils.py``), other than
+            # the importer (AllenAct's ``main.py`` beside ``allenact/``, whose ``import allenact.main`` is the
+            # package's own ``allenact/main.py``)
             suffix = Path(*parts).with_suffix(".py") if parts else None
-            given = [g for g in self._given if suffix is not None and g.parts[-len(suffix.parts):] == suffix.parts]
+            given = [g for g in self._given if suffix is not None and g != importer
+                     and g.parts[-len(suffix.parts):] == suffix.parts]
             if given:
                 return min(given, key=lambda g: len(g.parts))
         for base in bases:

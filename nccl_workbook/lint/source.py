@@ -442,6 +442,10 @@ def _is_rank_name(name: str) -> bool:
 
 def _is_main_flag_name(name: str) -> bool:
     last = name.rsplit(".", 1)[-1]
+    if last in ("should_save", "should_log") and name.rsplit(".", 2)[-2:-1] == ["control"]:
+        # HF's TrainerControl flags (`self.control.should_save`), set alike on every rank by the callbacks; the
+        # main-process flags are the TrainingArguments' (`args.should_save`)
+        return False
     # (a bare `zero` is a ZeRO stage: Infinity's `self.zero`, `using_ema = ema_ratio != 0 and zero == 0`)
     return last in _MAIN_EXTRA or bool(_MAIN_FLAG.match(last.lower())) and last.lower().lstrip("_") != "zero"
 

@@ -2886,3 +2886,143 @@ def test_a_timedelta_given_minutes_without_a_keyword_counts_days() -> None:
     assert (f.line, f.rule.value) == (4, "noop-timeout-setting") and "timedelta(minutes=timeout_minutes)" in f.fix
     assert lint_source(src.replace("timedelta(timeout_minutes)", "timedelta(minutes=timeout_minutes)")) == []
     assert lint_source(src.replace("timedelta(timeout_minutes)", "timedelta(days)")) == []   # days, as it says
+
+
+def test_an_agreement_whose_result_is_thrown_away() -> None:
+    """cramming (held-out round 33, missed): `communicate_flags(allowed, ok)` all-reduces the flags and returns them,
+    its result dropped; the `break` reads each rank's own wall-clock flag."""
+    src = HEAD + textwrap.dedent("""\
+        import time
+        def communicate_flags(allowed, ok):
+            t = torch.as_tensor([allowed, ok]).float()
+            dist.all_reduce(t, dist.ReduceOp.MIN)
+            return t[0] >= 1, t[1] > 0
+        def train(model, loader, start, budget):
+            allowed, ok = True, True
+            for batch in loader:
+                model(batch).sum().backward()
+                if time.time() - start > budget:
+                    allowed = False
+                communicate_flags(allowed, ok)
+                if not allowed:
+                    break
+        """)
+    (f,) = lint_source(src)
+    assert (f.line, f.rule.value) == (14, "uneven-collective-count") and "thrown away" in f.message
+    assert "allowed, ok = communicate_flags(allowed, ok)" in f.fix
+    assert lint_source(src.replace("        communicate_flags(allowed, ok)",
+                                   "        allowed, ok = communicate_flags(allowed, ok)")) == []
+
+
+def test_a_continue_after_the_step_skips_no_collective() -> None:
+    """Coqui's Trainer (held-out round 33, false): `outputs = self.train_step(batch)` then `if outputs is None:
+    continue`: every rank has stepped once for the batch already."""
+    src = HEAD + textwrap.dedent("""\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train_step(model, batch):
+            outputs = model(batch)
+            outputs["loss"].backward()
+            return outputs, outputs["loss"]
+        def epoch(model, loader):
+            model = DDP(model)
+            for batch in loader:
+                outputs, _ = train_step(model, batch)
+                if outputs is None:
+                    continue
+                del outputs
+        """)
+    assert found(src) == []
+    before = src.replace("        outputs, _ = train_step(model, batch)\n        if outputs is None:\n"
+                         "            continue\n",
+                         "        if batch is None:\n            continue\n"
+                         "        outputs, _ = train_step(model, batch)\n")
+    assert before != src and found(before) == [(12, "uneven-collective-count")]
+
+
+def test_trainer_control_flags_are_the_same_on_every_rank() -> None:
+    """optimum-habana (blind collection, stop 36): `self.control.should_save` is HF's TrainerControl flag, set alike
+    on every rank; `self.args.should_save` is the main-process flag."""
+    src = HEAD + textwrap.dedent("""\
+        class T:
+            def step(self):
+                if self.{}.should_save:
+                    self.save_model()
+                dist.barrier()
+            def save_model(self):
+                torch.save(self.model.state_dict(), "m.pt")
+        """)
+    assert found(src.format("control")) == []
+    assert [r for _line, r in found(src.format("args"))] == ["rank0-long-work-before-collective"]
+
+
+def test_a_return_on_a_setting_and_a_bool_parameter_is_the_same_on_every_rank() -> None:
+    src = HEAD + textwrap.dedent("""\
+        class T:
+            def prediction_step(self, model, inputs, prediction_loss_only: bool):
+                if not self.args.predict_with_generate or prediction_loss_only:
+                    return None
+                dist.barrier()
+        """)
+    assert found(src) == []
+    assert [r for _line, r in found(src.replace("prediction_loss_only: bool", "outputs").replace(
+        "or prediction_loss_only", "or outputs"))] == ["uneven-collective-count"]
+
+
+def test_a_main_rank_test_inside_the_main_side_holds_there() -> None:
+    """TextBrewer: `if rank != 0: barrier() else: <save>; if local_rank == 0: barrier()`: rank 0 is local rank 0,
+    so every rank passes one barrier."""
+    src = HEAD + textwrap.dedent("""\
+        def save(model, rank, local_rank):
+            if rank != 0:
+                dist.barrier()
+            else:
+                torch.save(model.state_dict(), "m.pt")
+                if local_rank == 0:
+                    dist.barrier()
+        """)
+    assert found(src) == []
+    assert (9, "collective-in-rank-branch") in found(src.replace("local_rank == 0", "local_rank == 1"))
+
+
+def test_imports_of_a_src_layout_and_of_a_package_named_like_the_script(tmp_path: Path) -> None:
+    """LTX-Video-Trainer's `scripts/train.py` imports `ltxv_trainer` from `src/`; AllenAct's root `main.py` runs
+    `import allenact.main`, the package's own `allenact/main.py` (held-out round 33: neither was read)."""
+    loop = HEAD + "def fit(model, loader, rank):\n    for x in loader:\n        model(x).sum().backward()\n" \
+                  "        if rank == 0:\n            dist.barrier()\n"
+    (tmp_path / "src" / "trainer_pkg").mkdir(parents=True)
+    (tmp_path / "src" / "trainer_pkg" / "__init__.py").write_text("")
+    (tmp_path / "src" / "trainer_pkg" / "loop.py").write_text(loop)
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "train.py"
+    script.write_text("from trainer_pkg.loop import fit\nfit(None, [], 0)\n")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "main.py").write_text(loop)
+    root_main = tmp_path / "main.py"
+    root_main.write_text("import app.main\napp.main.fit(None, [], 0)\n")
+    for entry, where in ((script, "src/trainer_pkg/loop.py"), (root_main, "app/main.py")):
+        report = lint_paths([entry])
+        assert [(Path(f.path).resolve().relative_to(tmp_path.resolve()).as_posix(), f.line, f.rule.value)
+                for f in report.findings] == [(where, 7, "collective-in-rank-branch")]
+
+
+def test_a_collective_on_the_first_pass_only_and_a_function_that_raises_at_once() -> None:
+    """ReLoRA (held-out round 33, false): the evaluation all-reduces the first batch's tokens under `if i == 0:`,
+    once on every rank; `save_model_fsdp` raises on its first line, so its rank-0 save never runs."""
+    src = HEAD + textwrap.dedent("""\
+        def evaluate(loader):
+            shard = loader[dist.get_rank()::dist.get_world_size()]
+            for i, batch in enumerate(shard):
+                if i == 0:
+                    dist.all_reduce(batch)
+                print(batch)
+        def save_fsdp(model, rank):
+            raise RuntimeError("FSDP is not supported anymore")
+            if rank == 0:
+                torch.save(model.state_dict(), "m.pt")
+            dist.barrier()
+        """)
+    assert found(src) == []
+    assert [r for _line, r in found(src.replace("if i == 0:", "if i >= 0:"))] == ["uneven-collective-count"]
+    assert (11, "rank0-long-work-before-collective") in found(
+        src.replace('    raise RuntimeError("FSDP is not supported anymore")\n', ""))
