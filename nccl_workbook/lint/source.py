@@ -201,8 +201,14 @@ def call_name(call: ast.Call) -> tuple[str, str]:
     return "?", ""
 
 
+#: calls that fetch a file over the network, by names that do not say "download" (Composer's and Keras's
+#: ``get_file``, urllib's ``urlretrieve``)
+_DOWNLOADS = frozenset({"get_file", "urlretrieve"})
+
+
 def _parts(name: str) -> list[str]:
-    return [p.lower() for p in _SPLIT.split(name) if p]
+    parts = [p.lower() for p in _SPLIT.split(name) if p]
+    return parts + ["download"] if name.rsplit(".", 1)[-1] in _DOWNLOADS else parts
 
 
 def _param_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:
@@ -373,6 +379,8 @@ def _lookup_name(name: str) -> bool:
     ``load_checkpoint``: a name that says it looks something up, answers a question, deletes or reads back,
     however much its object is long work to make."""
     name = name.lstrip("_")   # physicsnemo's `_get_checkpoint_filename`
+    if name.rsplit(".", 1)[-1] in _DOWNLOADS:
+        return False   # `get_file` fetches the file
     return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_",
                             "detect_", "can_", "register_", "ensure_", "load_", "restore_", "resume_", "contains_",
                             "exists_")) \
@@ -692,6 +700,12 @@ class SourceFacts:
                 if name in DATA_PARALLEL_NAMES:
                     self.data_parallel = True
         self._wraps = [(self._scope_of(c.lineno), c.lineno) for c in wrap_calls]
+        for defs in self.functions.values():
+            top = [d for d in defs if self.parents.get(id(d), (None, None, None))[2] is self.tree]
+            # a module-level function defined twice is its last definition (Otter's train_utils.py has two
+            # `save_checkpoint`s: Python keeps the second)
+            for shadowed in top[:-1]:
+                defs.remove(shadowed)
         self._index_payloads(plain, saves)
         if any(m.startswith(("deepspeed", "accelerate", "horovod", "lightning", "pytorch_lightning"))
                or m.rsplit(".", 1)[-1] in DATA_PARALLEL_NAMES for m in self.modules.values()):
@@ -1817,6 +1831,14 @@ class SourceFacts:
                 # modded-nanogpt: `if last_step: <rank-0 save>; break` leaves the loop on every rank, so the
                 # collectives of the loop's next pass are never reached
                 leaving = next((type(s) for s in rest if isinstance(s, (ast.Break, ast.Continue, ast.Return))), None)
+            if isinstance(owner, ast.Try) and block is not owner.finalbody:
+                # the `else:` of a try body left the usual way, then its `finally:`, which runs on every way out
+                # (Composer's download_checkpoint: local rank 0 downloads in the `try:`, every rank meets
+                # `dist.barrier()` in the `finally:`)
+                for later in ([*owner.orelse] if block is owner.body and leaving is None else []) + owner.finalbody:
+                    site = self.first_collective(later)
+                    if site is not None:
+                        return site
             loop = isinstance(owner, (ast.For, ast.AsyncFor, ast.While)) and block is owner.body
             if loop and leaving is ast.Break:
                 leaving = None   # what follows the loop comes next

@@ -3026,3 +3026,33 @@ def test_a_collective_on_the_first_pass_only_and_a_function_that_raises_at_once(
     assert [r for _line, r in found(src.replace("if i == 0:", "if i >= 0:"))] == ["uneven-collective-count"]
     assert (11, "rank0-long-work-before-collective") in found(
         src.replace('    raise RuntimeError("FSDP is not supported anymore")\n', ""))
+
+
+def test_rank0_work_in_a_try_whose_finally_holds_the_barrier() -> None:
+    """Composer PR 2071 (blind collection, stop 36, missed): local rank 0 downloads the checkpoint in the `try:`,
+    every rank meets `dist.barrier()` in the `finally:`."""
+    src = HEAD + textwrap.dedent("""\
+        from composer.utils import get_file
+        def download_checkpoint(path, dest):
+            try:
+                if dist.get_local_rank() == 0:
+                    get_file(destination=dest, path=path)
+            finally:
+                dist.barrier()
+        """)
+    assert found(src) == [(7, "rank0-long-work-before-collective")]
+    assert found(src.replace("get_file(destination=dest, path=path)", "print(dest, path)")) == []
+
+
+def test_a_function_defined_twice_is_its_last_definition() -> None:
+    """Otter's train_utils.py defines `save_checkpoint` twice; Python keeps the second (held-out round 34)."""
+    src = HEAD + textwrap.dedent("""\
+        def sync():
+            dist.barrier()
+        def sync():
+            pass
+        if dist.get_rank() == 0:
+            sync()
+        """)
+    assert found(src) == []
+    assert found(src.replace("def sync():\n    pass\n", "")) == [(6, "collective-in-rank-branch")]
