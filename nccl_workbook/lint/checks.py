@@ -577,6 +577,22 @@ _CHECKPOINT_NAME = re.compile(r"(?i)ckpt|checkpoint|resume|pretrain|weights?\b|\
                               r"download|lexicon|vocab|manifest|prepare")
 
 
+def _makes_tested_path(stmt: ast.If) -> str:
+    """The path an ``if not os.path.exists(p):`` tests when its body hands ``p`` to a call (a save into it), or
+    ``""``."""
+    tested = {ast.unparse(c.args[0]) for c in subtree(stmt.test) if isinstance(c, ast.Call) and c.args
+              and _FILE_TEST.search(ast.unparse(c.func) + "(")}
+    tested |= {ast.unparse(c.func.value) for c in subtree(stmt.test) if isinstance(c, ast.Call)
+               and isinstance(c.func, ast.Attribute) and c.func.attr in ("exists", "is_file", "is_dir")}
+    if not tested or not isinstance(stmt.test, ast.UnaryOp) or not isinstance(stmt.test.op, ast.Not):
+        return ""
+    for c in (n for s in stmt.body for n in subtree(s) if isinstance(n, ast.Call)):
+        for arg in [*c.args, *(k.value for k in c.keywords)]:
+            if ast.unparse(arg) in tested:
+                return ast.unparse(arg)
+    return ""
+
+
 def _reads_files(f: SourceFacts, test: ast.AST) -> bool:
     """Does the test look at the file system, itself or through a function of the project it calls (Megatron-
     DeepSpeed's ``found_kill_switch()``: ``os.path.exists(args.kill_switch_path)``)?"""
@@ -615,7 +631,8 @@ class _RankWalk:
             if leaving is not None:
                 self.main_leaves(stmt, leaving, stmts[i + 1:])
                 continue   # the usual run: every rank goes on
-            if isinstance(stmt, ast.If) and not stmt.orelse and self.f.rank_branch(stmt):
+            if isinstance(stmt, ast.If) and not stmt.orelse and self.f.rank_branch(stmt) \
+                    and not _constant_parameter(self.f, stmt):
                 exit_stmt = _exits(stmt.body)
                 if isinstance(exit_stmt, (ast.Return, ast.Continue)) and i + 1 < len(stmts):
                     rest = stmts[i + 1:]
@@ -665,9 +682,12 @@ class _RankWalk:
                 self.rank_work_elsewhere(stmt, recv, name)
         if isinstance(stmt, ast.Break) and where is not None:
             self.break_in_rank_region(stmt)
+        if isinstance(stmt, ast.Return) and where is not None:
+            self.return_in_rank_region(stmt)
         if isinstance(stmt, ast.If):
             self.early_exit(stmt)
-            if f.rank_branch(stmt) and not f.deals_round_robin(stmt) and not _implied_by_enclosing(f, stmt):
+            if f.rank_branch(stmt) and not f.deals_round_robin(stmt) and not _implied_by_enclosing(f, stmt) \
+                    and not _guards_its_group(f, stmt) and not _constant_parameter(f, stmt):
                 paired = (f.first_collective(stmt.body) is not None and f.first_collective(stmt.orelse) is not None
                           or _paired_in_enclosing(f, stmt))
                 inner = None if paired else (stmt.lineno, _cond_text(stmt.test), _escapes(f, stmt.test))
@@ -924,15 +944,22 @@ class _RankWalk:
         # looked for at the start (a resume) was there before the job began, on storage the job shares
         fn = self.f.enclosing_function(stmt)
         per_step = fn is not None and re.search(r"(^|_)(step|iteration)$", fn.name)
-        if self.f.enclosing_loop(stmt) is None and not per_step or _CHECKPOINT_NAME.search(ast.unparse(stmt.test)):
+        # or the branch makes the very path it tests (ReLoRA's final save: `if not os.path.exists(model_dir):
+        # save_model_ddp(..., model_dir)`, where rank 0 writes model_dir before its barrier): the ranks that test
+        # after the first has made it skip the branch and its collectives
+        makes = _makes_tested_path(stmt)
+        if not makes and (self.f.enclosing_loop(stmt) is None and not per_step
+                          or _CHECKPOINT_NAME.search(ast.unparse(stmt.test))):
             return
         site, holds = one
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}) "
             f"{holds}: each rank tests the file system on its own, at its "
-            f"own moment and on its own node, so a file made during the run (a signal file) or a folder that is not "
-            f"shared lets some ranks in and not the others",
+            + (f"own moment, and the branch itself makes `{makes}`: the ranks that look after the first one has made "
+               f"it skip the branch" if makes else
+               f"own moment and on its own node, so a file made during the run (a signal file) or a folder that is not "
+               f"shared lets some ranks in and not the others"),
             fix="test on one rank and share the answer, so that every rank takes the same branch: "
                 "`if nccl_workbook.fixes.any_rank(os.path.exists(path)):`"))
 
@@ -1065,6 +1092,40 @@ class _RankWalk:
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
             f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
             f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at {site.at}"))
+
+
+    def return_in_rank_region(self, stmt: ast.Return) -> None:
+        """A ``return`` under a test of its own deeper inside a rank-only ``if`` (IMS-Toucan: ``if rank == 0:
+        <save, plot>; if step_counter > steps: return``): those ranks leave the function, the others go on to the
+        loop's next collective, or to the one after the ``if``. (A ``return`` right under the rank test is a guard,
+        walked as one.)"""
+        f = self.f
+        block, i, parent = f.parents.get(id(stmt), (None, 0, None))
+        if not isinstance(parent, ast.If) or f.is_rank_condition(parent.test) or (
+                block is not None and f.first_collective(block[:i]) is not None):
+            return   # (OLMo-core's converter calls the barrier the others meet after the branch on its way out)
+        node: ast.AST = stmt
+        rank_if: ast.If | None = None
+        while id(node) in f.parents:
+            _block, _i, owner = f.parents[id(node)]
+            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                break
+            if isinstance(owner, ast.If) and f.is_rank_condition(owner.test) and not f.deals_round_robin(owner):
+                rank_if = owner
+                break
+            node = owner
+        if rank_if is None:
+            return
+        site = f.next_collective_after(rank_if, depth=0)
+        if site is None or _point_to_point(site):
+            return
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
+            f"`return` when `{_cond_text(parent.test)}`, under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, "
+            f"true on some ranks only): those ranks leave while the others go on to {site.label} at {site.at}, and "
+            f"wait there for them",
+            fix="test the condition outside the rank test, so that every rank leaves together (or send the decision "
+                "from the rank that makes it with `dist.broadcast_object_list`)"))
 
 
 def _wraps_in_ddp(f: SourceFacts, value: ast.AST, depth: int = 1) -> bool:
@@ -1573,6 +1634,60 @@ def _ranks_where(f: SourceFacts, test: ast.AST) -> tuple[str, frozenset[int]] | 
         return None
     name, g = rank
     return name, frozenset(r for r in _SOME_RANKS if op(g(r), value))
+
+
+def _constant_parameter(f: SourceFacts, stmt: ast.If) -> bool:
+    """``if rank0:`` on a parameter of the function that every call of this file hands a constant, or leaves at a
+    constant default, or hands on from a parameter of its own that is one (Megatron's ``_load_base_checkpoint(...,
+    rank0=True)`` from ``load_args_from_checkpoint``, handed on to ``_load_global_dist_base_checkpoint``): a switch
+    the caller sets alike on every rank, whatever its name."""
+    test = stmt.test.operand if isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not) else stmt.test
+    fn = f.enclosing_function(stmt)
+    return isinstance(test, ast.Name) and fn is not None and _param_set_alike(f, fn, test.id, depth=3)
+
+
+def _param_set_alike(f: SourceFacts, fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str, depth: int) -> bool:
+    """Is ``param`` of ``fn`` given a constant by every call of this file (see :func:`_constant_parameter`)?"""
+    names = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if depth <= 0 or param not in names + [a.arg for a in fn.args.kwonlyargs]:
+        return False
+    default = dict(_param_defaults(fn)).get(param)
+    sites = [(st, c) for st in f.callers_of(fn) for c in subtree(st) if isinstance(c, ast.Call)
+             and call_name(c)[1] == fn.name]
+    if not sites:
+        return False
+    for st, c in sites:
+        skip = 1 if names[:1] in (["self"], ["cls"]) and call_name(c)[0] else 0
+        given = next((kw.value for kw in c.keywords if kw.arg == param), None)
+        pos = names.index(param) - skip if param in names else -1
+        if given is None and 0 <= pos < len(c.args):
+            given = c.args[pos]
+        if given is None:
+            given = default
+        if given is None:
+            return False
+        if _const(given) is ...:
+            caller = f.enclosing_function(st)
+            if not (isinstance(given, ast.Name) and caller is not None and caller is not fn
+                    and _param_set_alike(f, caller, given.id, depth - 1)):
+                return False
+    return True
+
+
+def _guards_its_group(f: SourceFacts, stmt: ast.If) -> bool:
+    """``if GROUP is not None: dist.barrier(group=GROUP)`` (Megatron's parallel_state: the group variable is set only
+    on the ranks that are its members): every collective of the body runs over the group the test looks at, so the
+    ranks that take the branch are exactly the ones that call it."""
+    test = stmt.test
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) \
+            and _const(test.comparators[0]) is None:
+        test = test.left
+    if not isinstance(test, (ast.Name, ast.Attribute)) or stmt.orelse:
+        return False
+    name = dotted(test)
+    calls = [n for s in stmt.body for n in subtree(s) if isinstance(n, ast.Call) and f.collective_of(n) is not None]
+    return bool(calls) and all(any(kw.arg in ("group", "process_group", "pg") and dotted(kw.value) == name
+                                   for kw in c.keywords) for c in calls)
 
 
 def _implied_by_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
@@ -2457,6 +2572,41 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
             fix="give the helper the group named above, so that it agrees the count and every rank runs the loop "
                 "the same number of times" if left else ""))
     out += _stop_iteration_from_getitem(f)
+    out += _generate_unsynced(f)
+    return out
+
+
+#: what generates without being the model trained (vLLM's engine, a pipeline)
+_NOT_TRAINED = re.compile(r"(?i)(^|[._])(llm|vllm\w*|engine_client|pipe|pipeline|client|server|sampler)$")
+
+
+def _generate_unsynced(f: SourceFacts) -> list[RawFinding]:
+    """DeepSpeed-Chat (PR 636), DeepSpeed's hybrid engine and LOMO: ``model.generate(...)`` on a model whose
+    parameters ZeRO-3 or FSDP partitions, without ``synced_gpus``. Each decoding step gathers the parameters from
+    every rank, and each rank stops at its own end of sequence: a rank that finishes first stops joining the gathers
+    the others still make. (transformers sets ``synced_gpus`` itself only when it knows of the partitioning: a
+    model prepared by its Trainer or Accelerate, not one handed to ``deepspeed.initialize`` directly.)"""
+    if not f.partitioned:
+        return []
+    out: list[RawFinding] = []
+    for node in f.nodes:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "generate"):
+            continue
+        recv = dotted(node.func.value)
+        last = recv.removesuffix(".module").rsplit(".", 1)[-1]
+        if any(kw.arg in ("synced_gpus", None) for kw in node.keywords) or not recv \
+                or not _MODEL_NAME.search(last) or _NOT_TRAINED.search(last):
+            continue
+        fn = f._scope_of(node.lineno)
+        if fn is not None and re.search(r"summon_full_params|GatheredParameters", ast.unparse(fn)):
+            continue   # the full parameters gathered on every rank first (DPO's `FSDP.summon_full_params(policy)`)
+        out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, node.lineno,
+            f"`{recv}.generate()` without `synced_gpus`, in a file that partitions parameters (ZeRO-3 or FSDP): each "
+            f"decoding step gathers the parameters from every rank, and each rank stops at its own end of sequence, "
+            f"so a rank that finishes first stops joining the gathers the others still make",
+            fix="pass `synced_gpus=True` where the parameters are partitioned (ZeRO-3, FSDP): every rank then runs "
+                "the decoding steps until all have finished"))
     return out
 
 

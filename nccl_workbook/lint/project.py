@@ -20,6 +20,7 @@ Usage::
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,14 @@ MAX_CONTEXT_BYTES = 2_000_000
 #: ``src/pkg/train.py`` importing ``pkg.utils``)
 LEVELS_UP = 5
 _NEVER = ("site-packages", "dist-packages")
+#: top-level names of the standard library and of the libraries training scripts import: an absolute import of one
+#: is that library, never a file of the project that shares its name (Megatron's
+#: ``dist_checkpointing/strategies/torch.py`` is not what ``import torch`` beside it means)
+_LIBRARIES = frozenset(sys.stdlib_module_names) | {
+    "torch", "torchvision", "torchaudio", "numpy", "scipy", "pandas", "transformers", "accelerate", "deepspeed",
+    "lightning", "pytorch_lightning", "datasets", "tokenizers", "peft", "trl", "timm", "einops", "wandb", "tqdm",
+    "yaml", "omegaconf", "hydra", "PIL", "cv2", "sklearn", "safetensors", "huggingface_hub", "triton", "apex",
+    "fairscale", "jax", "tensorflow", "mpi4py", "ray", "vllm", "xformers", "flash_attn"}
 
 
 class Project:
@@ -200,6 +209,11 @@ class Project:
         parts = [p for p in name.split(".") if p]
         if level:
             bases = [importer.parents[level - 1]] if level <= len(importer.parents) else []
+        elif parts and parts[0] in _LIBRARIES:
+            # a library's name is a file of the project only beside a script named on the command line (its folder
+            # is first on sys.path) or in a folder the script adds to sys.path (SEA-RAFT's `core/datasets.py`)
+            bases = [importer.parent] if importer in self._named else []
+            bases += self._path_additions(importer)
         else:
             bases = [importer.parents[i] for i in range(min(LEVELS_UP + 1, len(importer.parents)))]
             bases += self._path_additions(importer)

@@ -138,6 +138,11 @@ _BIG_MODEL = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|fully_shard\b|
                         r"[\"'/_-]\d{1,3}(\.\d)?[bB](-|_|\b)|llama|mistral|mixtral|qwen|falcon|gpt-?neox", re.IGNORECASE)
 
 
+#: text that says the parameters are partitioned across the ranks (DeepSpeed ZeRO-3, FSDP)
+_PARTITIONED = re.compile(r"deepspeed\.zero\b|ZeroParamStatus|GatheredParameters|zero3|stage3|"
+                          r"FullyShardedDataParallel|fully_shard\b")
+
+
 #: the kinds of long work that are only a checkpoint save: a save, and a save of the trained tensors only (the
 #: frozen ones left out first: an adapter's size, whatever the model)
 SAVE_KINDS = ("save", "small save")
@@ -587,6 +592,8 @@ class SourceFacts:
         self.may_shard = True
         #: does the file say its model may be large (see _BIG_MODEL)? A checkpoint save is long work then
         self.big_model = True
+        #: does the file say parameters are partitioned across the ranks (ZeRO-3, FSDP)?
+        self.partitioned = True
         #: local name -> (module, name in it or "" for the module itself, relative-import level)
         self.import_from: dict[str, tuple[str, str, int]] = {}
         #: (module, relative-import level) of each ``from module import *``
@@ -643,6 +650,7 @@ class SourceFacts:
         facts = cls(tree, path)
         facts.may_shard = bool(_MAY_SHARD.search(text))
         facts.big_model = bool(_BIG_MODEL.search(text))
+        facts.partitioned = bool(_PARTITIONED.search(text))
         return facts
 
     # -- indexing ---------------------------------------------------------------------------------------

@@ -3056,3 +3056,91 @@ def test_a_function_defined_twice_is_its_last_definition() -> None:
         """)
     assert found(src) == []
     assert found(src.replace("def sync():\n    pass\n", "")) == [(6, "collective-in-rank-branch")]
+
+
+def test_a_branch_that_makes_the_path_it_tests() -> None:
+    """ReLoRA (held-out round 33, missed): after training, `if not os.path.exists(model_dir): save(..., model_dir)`;
+    rank 0 writes model_dir before the save's barrier, so a rank that looks later skips the save and its barriers."""
+    src = HEAD + textwrap.dedent("""\
+        import os
+        def save(model, save_dir):
+            if dist.get_rank() == 0:
+                model.save_pretrained(save_dir)
+            dist.barrier()
+        def main(model, steps):
+            model_dir = f"out/model_{steps}"
+            if not os.path.exists(model_dir):
+                save(model, model_dir)
+        """)
+    assert (11, "collective-in-rank-branch") in found(src)
+    # a folder the branch does not write: looked for once, before the job began (a resume)
+    assert (11, "collective-in-rank-branch") not in found(src.replace("save(model, model_dir)", "save(model, 'other')"))
+
+
+def test_generate_on_partitioned_parameters_without_synced_gpus() -> None:
+    """DeepSpeed-Chat PR 636 (blind collection, stop 36, missed; LOMO of round 29 too): the ZeRO-3 actor's
+    `generate()` without `synced_gpus` hangs when one rank reaches its end of sequence first."""
+    src = HEAD + textwrap.dedent("""\
+        import deepspeed
+        from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
+        class PPOTrainer:
+            def generate_sequence(self, prompts, mask):
+                with torch.no_grad():
+                    return self.actor_model.module.generate(prompts, attention_mask=mask, max_length=256)
+        """)
+    (f,) = lint_source(src)
+    assert (f.line, f.rule.value) == (8, "uneven-collective-count") and "synced_gpus=True" in f.fix
+    assert lint_source(src.replace("max_length=256", "max_length=256, synced_gpus=True")) == []
+    # ZeRO-1/2 only (no partitioned parameters named), or vLLM's engine: no gathers per decoding step
+    assert lint_source(src.replace("from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus\n", "")) == []
+    assert lint_source(src.replace("self.actor_model.module.generate", "self.llm.generate")) == []
+
+
+def test_a_return_under_its_own_test_inside_a_rank_region() -> None:
+    """IMS-Toucan (held-out round 35, missed): `if rank == 0: <save, plot>; if step_counter > steps: return`, while
+    the other ranks go on to the barrier after the region, in a `while True` loop with no other way out."""
+    src = HEAD + textwrap.dedent("""\
+        def train(model, loader, rank, steps):
+            step = 0
+            while True:
+                for batch in loader:
+                    model(batch).sum().backward()
+                    step += 1
+                    if rank == 0:
+                        torch.save(model.state_dict(), 'm.pt')
+                        if step > steps:
+                            return
+                    dist.barrier()
+        """)
+    assert (12, "uneven-collective-count") in found(src)
+    # tested by every rank: all leave together
+    every = src.replace("                if step > steps:\n                    return\n",
+                        "            if step > steps:\n                return\n")
+    assert every != src and (12, "uneven-collective-count") not in found(every)
+
+
+def test_megatron_idioms_of_round_35(tmp_path: Path) -> None:
+    """Megatron-LM (held-out round 35: 53 of 54 findings false). A group variable set only on its members guards the
+    barrier over it; a `rank0` switch every caller sets to a constant; `import torch` inside a package is torch, not
+    the package's own `torch.py`."""
+    group = HEAD + ("_GROUP = None\ndef init(ranks):\n    global _GROUP\n    g = dist.new_group(ranks)\n"
+                    "    if dist.get_rank() in ranks:\n        _GROUP = g\n"
+                    "    if _GROUP is not None:\n        dist.barrier(group=_GROUP)\n")
+    assert found(group) == []
+    assert found(group.replace("dist.barrier(group=_GROUP)", "dist.barrier()")) == [(10, "collective-in-rank-branch")]
+    switch = HEAD + ("def load(path, rank0=False):\n    if rank0:\n        dist.barrier()\n        return None\n"
+                     "    dist.barrier()\n"
+                     "def load_args(path):\n    return load(path, rank0=True)\n"
+                     "def load_all(path):\n    return load(path)\n")
+    assert found(switch) == []
+    assert [r for _line, r in found(switch.replace("load(path, rank0=True)", "load(path, rank0=dist.get_rank() == 0)"))] \
+        == ["collective-in-rank-branch"]
+    pkg = tmp_path / "megatron" / "strategies"
+    pkg.mkdir(parents=True)
+    (tmp_path / "megatron" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "torch.py").write_text(HEAD + "def load(path):\n    dist.barrier()\n")
+    (pkg / "zero.py").write_text(HEAD + "def read(opt, group):\n    if group.rank() == 0:\n        torch.load('x.pt')\n")
+    script = tmp_path / "train.py"
+    script.write_text("from megatron.strategies.zero import read\nread(None, None)\n")
+    assert lint_paths([script]).findings == ()
