@@ -41,8 +41,8 @@ from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, 
                                       _param_defaults, bound_arguments, call_name, dotted, ends_group, save_kind, subtree,
                                       target_names, walk_local)
 
-__all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement", "check_exceptions",
-           "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
+__all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement",
+           "check_exceptions", "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
 
 #: a DataLoader timeout at or above this fraction of the group timeout is "not well below" it
 #: (the same threshold as :func:`nccl_workbook.fixes.loader_problems`, read from its signature)
@@ -1092,7 +1092,6 @@ class _RankWalk:
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
             f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
             f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at {site.at}"))
-
 
     def return_in_rank_region(self, stmt: ast.Return) -> None:
         """A ``return`` under a test of its own deeper inside a rank-only ``if`` (IMS-Toucan: ``if rank == 0:
@@ -2581,7 +2580,7 @@ _NOT_TRAINED = re.compile(r"(?i)(^|[._])(llm|vllm\w*|engine_client|pipe|pipeline
 
 
 def _generate_unsynced(f: SourceFacts) -> list[RawFinding]:
-    """DeepSpeed-Chat (PR 636), DeepSpeed's hybrid engine and LOMO: ``model.generate(...)`` on a model whose
+    """DeepSpeed-Chat (PR 636) and LOMO: ``model.generate(...)`` on a model whose
     parameters ZeRO-3 or FSDP partitions, without ``synced_gpus``. Each decoding step gathers the parameters from
     every rank, and each rank stops at its own end of sequence: a rank that finishes first stops joining the gathers
     the others still make. (transformers sets ``synced_gpus`` itself only when it knows of the partitioning: a

@@ -210,9 +210,11 @@ class Project:
         if level:
             bases = [importer.parents[level - 1]] if level <= len(importer.parents) else []
         elif parts and parts[0] in _LIBRARIES:
-            # a library's name is a file of the project only beside a script named on the command line (its folder
-            # is first on sys.path) or in a folder the script adds to sys.path (SEA-RAFT's `core/datasets.py`)
-            bases = [importer.parent] if importer in self._named else []
+            # a library's name is a file of the project only in the folder of a script named on the command line (it
+            # is first on sys.path, for the files that script imports too: DETR's engine.py importing
+            # `datasets.coco_eval` beside main.py) or in a folder the script adds to sys.path (SEA-RAFT's
+            # `core/datasets.py`)
+            bases = sorted({named.parent for named in self._named})
             bases += self._path_additions(importer)
         else:
             bases = [importer.parents[i] for i in range(min(LEVELS_UP + 1, len(importer.parents)))]

@@ -3144,3 +3144,15 @@ def test_megatron_idioms_of_round_35(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("from megatron.strategies.zero import read\nread(None, None)\n")
     assert lint_paths([script]).findings == ()
+    # but a library's name beside the named script is the project's (DETR's engine.py imports `datasets.coco_eval`,
+    # the `datasets/` folder beside main.py, first on sys.path)
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "datasets" / "__init__.py").write_text("")
+    (tmp_path / "datasets" / "coco_eval.py").write_text(HEAD + "def sync():\n    dist.barrier()\n")
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / "__init__.py").write_text("")
+    (tmp_path / "engine" / "evaluate.py").write_text(
+        HEAD + "from datasets.coco_eval import sync\ndef evaluate(rank):\n    if rank == 0:\n        sync()\n")
+    script.write_text("from engine.evaluate import evaluate\nevaluate(0)\n")
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([script]).findings] == [
+        ("evaluate.py", 6, "collective-in-rank-branch")]
