@@ -51,9 +51,9 @@ MAX_LOADER_FRACTION: float = inspect.signature(loader_problems).parameters["max_
 _NAN = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
 _DATA_NAME = re.compile(r"(batch|loss|local|metric|output|pred|sample|result|item|record|example|token|grad|inputs|"
                         r"\btargets?\b|\blabels?\b)", re.IGNORECASE)
-_EMPTY_TEST = re.compile(r"^not |is None|len\(|== 0\b|numel\(\)|< 1\b")
+_EMPTY_TEST = re.compile(r"^not |is None|len\(|== 0\b|numel\(\)|nelement\(\)|< 1\b")
 #: the narrower test for "a collective only under this condition": a count or a NaN of local data
-_LOCAL_COUNT_TEST = re.compile(r"len\(|numel\(\)|\.shape\[0\]|\.size\(0\)|isnan|isinf|isfinite")
+_LOCAL_COUNT_TEST = re.compile(r"len\(|numel\(\)|nelement\(\)|\.shape\[0\]|\.size\(0\)|isnan|isinf|isfinite")
 _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "ImportError",
                               "ModuleNotFoundError", "FileNotFoundError", "FileExistsError", "JSONDecodeError"})
 #: exceptions a framework raises on purpose to end a loop (composer's ``BreakEpochException``): control
@@ -607,6 +607,27 @@ def _reads_files(f: SourceFacts, test: ast.AST) -> bool:
     return False
 
 
+#: a reading of this process's own clock
+_CLOCK = re.compile(r"\btime\.(time|perf_counter|monotonic)\(\)|\bdatetime\.(now|utcnow)\(\)")
+
+
+def _reads_the_clock(f: SourceFacts, stmt: ast.If) -> bool:
+    """Does the test read this process's clock, itself or through a name its function sets from one (nGPT's
+    ``if time.time() - tlaunch > time_limit_seconds: break``)? Each rank reads its own moment: near the limit, some
+    ranks leave a step before the others."""
+    if _CLOCK.search(ast.unparse(stmt.test)):
+        return True
+    names = {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)}
+    fn = f.enclosing_function(stmt)
+    if _agreed(f, names, stmt.lineno, fn):
+        return False   # the decision broadcast or all-reduced first
+    scope = fn or f.tree
+    return any(isinstance(n, ast.Assign) and n.lineno < stmt.lineno and _CLOCK.search(ast.unparse(n.value))
+               and names & {t for tgt in n.targets for t in target_names(tgt)}
+               and not re.fullmatch(r"\s*\w+\.\w+\(\)\s*", ast.unparse(n.value))   # `t0 = time.time()`: a start
+               for n in walk_local(scope))
+
+
 def _raises_first(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Does the function raise at once (after its docstring), so that nothing below runs?"""
     body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
@@ -975,7 +996,8 @@ class _RankWalk:
                                        and not _counts_a_shared_list(f, stmt)
                                        and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
                                                        stmt.lineno, f.enclosing_function(stmt))
-                                       or isinstance(exit_stmt, ast.Break) and _per_rank_statistic(f, stmt) is not None)
+                                       or isinstance(exit_stmt, ast.Break) and (_per_rank_statistic(f, stmt) is not None
+                                                                                or _reads_the_clock(f, stmt)))
         if (isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or
                 isinstance(exit_stmt, ast.Continue) and data_cond) and not _under_join(f, stmt):
             # (DDP's join() shadows the collectives of the ranks that run fewer passes)

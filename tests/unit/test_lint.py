@@ -3156,3 +3156,41 @@ def test_megatron_idioms_of_round_35(tmp_path: Path) -> None:
     script.write_text("from engine.evaluate import evaluate\nevaluate(0)\n")
     assert [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([script]).findings] == [
         ("evaluate.py", 6, "collective-in-rank-branch")]
+
+
+def test_a_backward_under_a_count_of_this_ranks_losses() -> None:
+    """ClearerVoice-Studio (held-out round 35, missed): `loss_bw = loss[loss > threshold]`, then the backward only
+    `if loss_bw.nelement() > 0:`: a rank whose batch has no loss above the threshold skips DDP's all-reduce."""
+    src = HEAD + textwrap.dedent("""\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(model, loader, threshold):
+            model = DDP(model)
+            for inputs in loader:
+                loss = model(inputs)
+                loss_bw = loss[loss > threshold]
+                if loss_bw.nelement() > 0:
+                    loss_bw.mean().backward()
+        """)
+    assert found(src) == [(10, "uneven-collective-count")]
+    assert found(src.replace("if loss_bw.nelement() > 0:", "if threshold > 0:")) == []
+
+
+def test_a_break_on_this_ranks_own_clock() -> None:
+    """nGPT (held-out round 35, missed): `if time.time() - tlaunch > time_limit_seconds: break`: each rank reads its
+    own clock, so near the limit some ranks leave a step before the others, which wait in the next all-reduce."""
+    src = HEAD + textwrap.dedent("""\
+        import time
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(model, loader, limit):
+            model = DDP(model)
+            tlaunch = time.time()
+            for x in loader:
+                model(x).sum().backward()
+                if time.time() - tlaunch > limit:
+                    break
+        """)
+    assert found(src) == [(11, "uneven-collective-count")]
+    agreed = src.replace("        if time.time() - tlaunch > limit:\n",
+                         "        stop = torch.tensor(float(time.time() - tlaunch > limit))\n"
+                         "        dist.all_reduce(stop)\n        if stop:\n")
+    assert agreed != src and found(agreed) == []
