@@ -1918,6 +1918,17 @@ def _splits_unpadded(f: SourceFacts, fn: ast.AST) -> bool:
                for c in calls)
 
 
+def _floor_split(value: ast.AST) -> bool:
+    """``idx.split(idx.size(0) // world_size)`` (torch-quiver's example, then ``[rank]``): pieces of the floor of the
+    length over the ranks, so pieces 0 to world_size - 1 are all whole and only the remainder, a last piece no rank
+    takes, is short (DGL's ``th.split(nid, math.ceil(n / n_gpus))[proc_id]`` leaves the last rank short)."""
+    if not (isinstance(value, ast.Call) and call_name(value)[1] == "split"):
+        return False
+    size = value.args[-1] if value.args else next((k.value for k in value.keywords if k.arg == "split_size_or_sections"),
+                                                  None)
+    return isinstance(size, ast.BinOp) and isinstance(size.op, ast.FloorDiv)
+
+
 def _uneven_names(f: SourceFacts) -> dict[str, str]:
     """Variables holding a per-rank share of the data whose length can differ between ranks, each with why when
     a call says so (a helper left without its group: :func:`_count_left_unagreed`), else ``""``."""
@@ -2037,6 +2048,8 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 continue
             if isinstance(n, ast.Subscript) and any(f.is_rank_value(s) for s in subtree(n.slice)
                                                     if isinstance(s, (ast.Name, ast.Attribute, ast.Call))):
+                if _floor_split(n.value):
+                    continue   # every rank's piece is whole: the remainder is a last piece no rank takes
                 return True
             if isinstance(n, (ast.Call, ast.Name, ast.Attribute)) and f.is_rank_value(n):
                 return True

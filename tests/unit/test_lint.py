@@ -3194,3 +3194,19 @@ def test_a_break_on_this_ranks_own_clock() -> None:
                          "        stop = torch.tensor(float(time.time() - tlaunch > limit))\n"
                          "        dist.all_reduce(stop)\n        if stop:\n")
     assert agreed != src and found(agreed) == []
+
+
+def test_a_split_by_the_floor_of_the_length_gives_whole_pieces() -> None:
+    """torch-quiver (held-out round 36, false): `train_idx.split(train_idx.size(0) // world_size)[rank]`: every rank's
+    piece is whole; a ceiling's pieces (DGL's `th.split(nid, math.ceil(n / n_gpus))[proc_id]`) leave the last short."""
+    src = HEAD + textwrap.dedent("""\
+        import math
+        def run(rank, world_size, model, idx):
+            mine = idx.split(idx.size(0) // world_size)[rank]
+            for batch in mine:
+                model(batch).sum().backward()
+                dist.all_reduce(batch)
+        """)
+    assert found(src) == []
+    assert [r for _line, r in found(src.replace("idx.size(0) // world_size", "math.ceil(idx.size(0) / world_size)"))] \
+        == ["uneven-collective-count"]
