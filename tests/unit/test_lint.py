@@ -3210,3 +3210,25 @@ def test_a_split_by_the_floor_of_the_length_gives_whole_pieces() -> None:
     assert found(src) == []
     assert [r for _line, r in found(src.replace("idx.size(0) // world_size", "math.ceil(idx.size(0) / world_size)"))] \
         == ["uneven-collective-count"]
+
+
+def test_a_failed_read_that_skips_the_pass() -> None:
+    """Metric3D (held-out round 36, missed): `try: data = next(it)` / `except Exception: continue`: a bad sample on one
+    rank skips that pass's backward there, while the others run it."""
+    src = HEAD + textwrap.dedent("""\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(model, loader):
+            model = DDP(model)
+            it = iter(loader)
+            while True:
+                try:
+                    data = next(it)
+                except StopIteration:
+                    it = iter(loader)
+                    data = next(it)
+                except Exception:
+                    continue
+                model(data).sum().backward()
+        """)
+    assert found(src) == [(13, "exception-on-one-rank")]
+    assert found(src.replace("        except Exception:\n            continue\n", "")) == []
