@@ -15,7 +15,6 @@ Usage::
 from __future__ import annotations
 
 import ast
-
 import html
 import os
 from collections.abc import Iterable

@@ -1125,16 +1125,8 @@ class _RankWalk:
         if not isinstance(parent, ast.If) or f.is_rank_condition(parent.test) or (
                 block is not None and f.first_collective(block[:i]) is not None):
             return   # (OLMo-core's converter calls the barrier the others meet after the branch on its way out)
-        node: ast.AST = stmt
-        rank_if: ast.If | None = None
-        while id(node) in f.parents:
-            _block, _i, owner = f.parents[id(node)]
-            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                break
-            if isinstance(owner, ast.If) and f.is_rank_condition(owner.test) and not f.deals_round_robin(owner):
-                rank_if = owner
-                break
-            node = owner
+        rank_if = next((i for i in _enclosing_ifs(f, stmt) if f.is_rank_condition(i.test)
+                        and not f.deals_round_robin(i)), None)
         if rank_if is None:
             return
         site = f.next_collective_after(rank_if, depth=0)
