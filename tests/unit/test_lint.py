@@ -2275,6 +2275,23 @@ def test_a_test_of_the_pipeline_stage_picks_whole_stages(tmp_path: Path) -> None
     assert lint("e", recv) == []
     assert lint("f", recv.replace("mpu.is_pipeline_first_stage()", "mpu.get_tensor_model_parallel_rank() == 0")) \
         == [("train.py", 9, "collective-in-rank-branch")]
+    # Megatron core's stage test takes the pipeline group (held-out round 35, training.py's evaluation all-reduces
+    # over the data-parallel group of the last stage: 2 false reports at the blind run)
+    core = """\
+        import torch
+        from megatron.mpu import get_pg_rank, get_pg_size
+        def is_pp_last_stage(pp_group):
+            return get_pg_rank(pp_group) == get_pg_size(pp_group) - 1
+        def evaluate(pgc, loss_dicts, dp_group):
+            if is_pp_last_stage(pgc.pp) and loss_dicts:
+                torch.distributed.all_reduce(loss_dicts[0], group=dp_group)
+        """
+    mpu_pg = mpu + "def get_pg_rank(group):\n    return torch.distributed.get_rank(group=group)\n"
+    assert _found_in(_project(tmp_path / "g", {"train.py": core, "megatron/mpu.py": mpu_pg,
+                                              "megatron/__init__.py": ""})) == []
+    assert _found_in(_project(tmp_path / "h", {"train.py": core.replace(", group=dp_group", ""),
+                                              "megatron/mpu.py": mpu_pg, "megatron/__init__.py": ""})) == [
+        ("train.py", 7, "collective-in-rank-branch")]
 
 
 def test_a_list_every_pass_appends_to_and_a_loop_that_reads_result_files() -> None:
