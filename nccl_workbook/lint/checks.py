@@ -3104,8 +3104,11 @@ def _calls_init_distributed(f: SourceFacts) -> bool:
     """Does the script, or a local file it imports, create the group with DeepSpeed's ``init_distributed()``, or
     leave it to ``deepspeed.initialize()``, which calls it (LOMO)?"""
     def calls(facts: SourceFacts) -> bool:
-        return any(isinstance(n, ast.Call) and (call_name(n)[1] == "init_distributed" or call_name(n) == (
-            "deepspeed", "initialize")) for n in facts.nodes)
+        key = ("calls_init_distributed", "")   # each file walked once, whichever file imports it (Megatron-LM)
+        if key not in facts.memo:
+            facts.memo[key] = any(isinstance(n, ast.Call) and (call_name(n)[1] == "init_distributed" or call_name(
+                n) == ("deepspeed", "initialize")) for n in facts.nodes)
+        return bool(facts.memo[key])
     return calls(f) or any(calls(other) for other in f.local_modules())
 
 

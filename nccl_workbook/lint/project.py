@@ -52,6 +52,9 @@ class Project:
         self._named = set(self._given)
         self._facts: dict[Path, SourceFacts | None] = {}
         self._module_cache: dict[tuple[str, Path], Path | None] = {}
+        #: bumped whenever the files given change (what an import resolves to may change with them)
+        self.generation = 0
+        self._resolved: dict[Path, Path] = {}   # a path as asked -> resolved, once (resolve() stats every part)
         self._callers: dict[tuple[int, str], list[tuple[SourceFacts, ast.stmt]]] = {}
         self._resolved_imports: list[tuple[SourceFacts, str, str, SourceFacts | None, SourceFacts | None]] | None = None
         self._parents: dict[Path, Path] = {}
@@ -60,7 +63,9 @@ class Project:
     def facts(self, path: Path, text: str | None = None) -> SourceFacts | None:
         """The facts of one file, parsed once (None when it cannot be read or parsed). A ``SyntaxError``
         of a file read with ``text`` given propagates, as :meth:`SourceFacts.parse` does."""
-        key = path.resolve()
+        key = self._resolved.get(path)
+        if key is None:
+            key = self._resolved[path] = path.resolve()
         if key in self._facts:
             return self._facts[key]
         if text is not None:
@@ -85,6 +90,7 @@ class Project:
             if path.resolve() not in self._given:
                 self._given.append(path.resolve())
         self._module_cache.clear()
+        self.generation += 1
         self._callers.clear()
         self._resolved_imports = None
 

@@ -1352,6 +1352,9 @@ class SourceFacts:
         ``import utils``), each once, in import order; empty outside a project."""
         if self.project is None:
             return []
+        key = ("local_modules", str(self.project.generation))
+        if key in self.memo:
+            return list(self.memo[key])   # type: ignore[call-overload]
         here, out = Path(self.path), []
         for module, sub, level in [*self.import_from.values(), *((m, "", lv) for m, lv in self.star_imports),
                                    *((m, "", 0) for m in self.lazy_imports)]:
@@ -1360,7 +1363,8 @@ class SourceFacts:
                           self.project.module(f"{module}.{sub}" if module else sub, here, level) if sub else None):
                 if other is not None and other is not self and all(other is not o for o in out):
                     out.append(other)
-        return out
+        self.memo[key] = out
+        return list(out)
 
     def calls_a_function_of_ours(self, call: ast.Call) -> bool:
         """Does the call go to a function of this file or of the project (not a library's)?"""
