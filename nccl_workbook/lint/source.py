@@ -139,6 +139,9 @@ _BIG_MODEL = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|fully_shard\b|
                         re.IGNORECASE)
 #: the same, but not by sharded training alone: a model named large, or split across ranks by tensor or pipeline
 _BIG_MODEL_NAMED = re.compile(_BIG_BY_NAME, re.IGNORECASE)
+#: the ways of sharding a model that a file may name, each by its words
+SHARDING_MODES = {"deepspeed": re.compile(r"(?i)deepspeed|zero_?stage|zero3"),
+                  "fsdp": re.compile(r"(?i)fsdp|FullyShardedDataParallel|fully_shard\b")}
 
 
 #: text that says the parameters are partitioned across the ranks (DeepSpeed ZeRO-3, FSDP)
@@ -428,6 +431,12 @@ def _tests_set(term: ast.AST, names: frozenset[str]) -> bool:
         and isinstance(term.comparators[0], ast.Constant)
 
 
+def _tests_not(term: ast.AST, names: frozenset[str]) -> bool:
+    """Is the term ``not p`` for a name in ``names`` (false when ``p`` is True)?"""
+    return isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not) and isinstance(term.operand, ast.Name) \
+        and term.operand.id in names
+
+
 def _given_params(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """The parameters the call gives a value that is not a constant (so not None)."""
     return frozenset(p for p, v in bound_arguments(call, fn) if not isinstance(v, ast.Constant))
@@ -597,6 +606,8 @@ class SourceFacts:
         self.big_model = True
         #: ... by more than sharded training alone (see _BIG_MODEL_NAMED)
         self.big_model_named = True
+        #: the ways of sharding the file names (see SHARDING_MODES)
+        self.shard_modes: frozenset[str] = frozenset(SHARDING_MODES)
         #: does the file say parameters are partitioned across the ranks (ZeRO-3, FSDP)?
         self.partitioned = True
         #: local name -> (module, name in it or "" for the module itself, relative-import level)
@@ -656,6 +667,7 @@ class SourceFacts:
         facts.may_shard = bool(_MAY_SHARD.search(text))
         facts.big_model = bool(_BIG_MODEL.search(text))
         facts.big_model_named = facts.big_model and bool(_BIG_MODEL_NAMED.search(text))
+        facts.shard_modes = frozenset(m for m, words in SHARDING_MODES.items() if facts.big_model and words.search(text))
         facts.partitioned = bool(_PARTITIONED.search(text))
         return facts
 
@@ -1404,8 +1416,11 @@ class SourceFacts:
                 if isinstance(node, ast.Call) and node is not fn:
                     recv, callee = call_name(node)
                     if recv in ("self", "cls", "") and callee in self.functions and callee not in self.imported:
-                        # the innermost collective, for the message
+                        # the innermost collective, for the message; none where what the call passes skips them
+                        # all (XTREME's evaluate() calls `load_and_cache_examples(..., evaluate=True)`)
                         site = self.function_collective(callee, include_backward=include_backward)
+                        if site is not None and self._skipped_by_arguments(callee, node, include_backward):
+                            site = None
                     else:
                         site = self.collective_of(node, include_backward=include_backward)
                     if site is not None:
@@ -1436,49 +1451,66 @@ class SourceFacts:
                         return owner._elsewhere(owner, site) if owner is not self else site
         return None
 
-    def _falsy_params(self, call: ast.Call, name: str, falsy: frozenset[str] = frozenset()) -> frozenset[str]:
-        """The parameters of ``name`` this call fills with False, None or 0 (or with a name in ``falsy``)."""
+    def _falsy_params(self, call: ast.Call, name: str, falsy: frozenset[str] = frozenset(),
+                      truthy: frozenset[str] = frozenset()) -> frozenset[str]:
+        """The parameters of ``name`` this call fills with False, None or 0 (or with a name in ``falsy``, or ``not``
+        a name in ``truthy``: DensePhrases' ``is_training=not evaluate``)."""
         fn = next(iter(self.functions.get(name, [])), None)
         if fn is None:
             return frozenset()
 
         def is_falsy(v: ast.AST) -> bool:
-            return isinstance(v, ast.Constant) and v.value in (False, None, 0) or isinstance(v, ast.Name) and v.id in falsy
+            return isinstance(v, ast.Constant) and v.value in (False, None, 0) or isinstance(v, ast.Name) and v.id in falsy \
+                or _tests_not(v, truthy)
         # (a flag left at its false default counts too: Composer's `safe_torch_load(path)` broadcasts only
         # `if load_monolith_rank0_only:`)
         return frozenset(p for p, v in bound_arguments(call, fn, with_defaults=True) if is_falsy(v))
 
+    def _truthy_params(self, call: ast.Call, name: str, truthy: frozenset[str] = frozenset(),
+                       falsy: frozenset[str] = frozenset()) -> frozenset[str]:
+        """The parameters of ``name`` this call fills with True (or with a name in ``truthy``, or ``not`` a name in
+        ``falsy``)."""
+        fn = next(iter(self.functions.get(name, [])), None)
+        if fn is None:
+            return frozenset()
+        return frozenset(p for p, v in bound_arguments(call, fn, with_defaults=True)
+                         if isinstance(v, ast.Constant) and v.value is True or isinstance(v, ast.Name) and v.id in truthy
+                         or _tests_not(v, falsy))
+
     def _skipped_by_arguments(self, name: str, call: ast.Call, include_backward: bool) -> bool:
         """Does this call of ``name`` (a function of this file that reaches a collective) skip every collective of
         it through what it passes: flags it leaves false (evodiff's ``epoch(model, False)``: reduces only ``if
-        train:``; Composer's ``safe_torch_load(path)``: a broadcast only ``if load_monolith_rank0_only:``), or
-        values it gives where the function gathers them itself only ``if p is None:`` (OLMo-core's
+        train:``; Composer's ``safe_torch_load(path)``: a broadcast only ``if load_monolith_rank0_only:``), flags it
+        sets (XTREME's ``load_and_cache_examples(..., evaluate=True)``: barriers only ``if ... and not evaluate:``),
+        or values it gives where the function gathers them itself only ``if p is None:`` (OLMo-core's
         ``convert_checkpoint_to_hf(..., model_state_dict=sd)``)?"""
         falsy = self._falsy_params(call, name)
+        truthy = self._truthy_params(call, name)
         given = _given_params(call, self.functions[name][0])
         # (only where the function's own body holds the collective: an abstract method's is in a subclass)
-        return bool(falsy or given) and self._collective_unless(name, falsy, include_backward, given=given) is None \
+        return bool(falsy or given or truthy) and self._collective_unless(
+            name, falsy, include_backward, given=given, truthy=truthy) is None \
             and self._collective_unless(name, frozenset(), include_backward) is not None
 
     def _collective_unless(self, name: str, falsy: frozenset[str], include_backward: bool, depth: int = 0,
-                           given: frozenset[str] = frozenset()) -> Site | None:
-        """The first collective of ``name`` when the parameters in ``falsy`` are false and those in ``given`` are
-        set: the bodies of ``if p:`` (``if p and ...:``) and of ``if q is None:`` are left out, and so are the
-        collectives of its own functions called with them."""
-        key = (name, falsy, given)
+                           given: frozenset[str] = frozenset(), truthy: frozenset[str] = frozenset()) -> Site | None:
+        """The first collective of ``name`` when the parameters in ``falsy`` are false, those in ``truthy`` true
+        and those in ``given`` set: the bodies of ``if p:`` (``if p and ...:``), of ``if not t:`` and of ``if q is
+        None:`` are left out, and so are the collectives of its own functions called with them."""
+        key = (name, falsy, given, truthy)
         if key in self._unless_active:
             return None   # ms-swift's ring attention: functions that call each other through these questions
         self._unless_active.add(key)
         try:
-            return self._collective_unless_body(name, falsy, include_backward, depth, given)
+            return self._collective_unless_body(name, falsy, include_backward, depth, given, truthy)
         finally:
             self._unless_active.discard(key)
 
     def _collective_unless_body(self, name: str, falsy: frozenset[str], include_backward: bool, depth: int,
-                                given: frozenset[str]) -> Site | None:
+                                given: frozenset[str], truthy: frozenset[str] = frozenset()) -> Site | None:
         for fn in self.functions.get(name, []):
             skip = {id(n) for n in walk_local(fn) if isinstance(n, ast.If) and any(
-                _tests_set(t, falsy) or _tests_unset(t, given) for t in (
+                _tests_set(t, falsy) or _tests_unset(t, given) or _tests_not(t, truthy) for t in (
                     n.test.values if isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) else [n.test]))}
             skipped = {id(c) for n in walk_local(fn) if id(n) in skip for b in n.body for c in walk_local(b)}
             for node in walk_local(fn):
@@ -1486,8 +1518,10 @@ class SourceFacts:
                     continue
                 recv, callee = call_name(node)
                 if recv in ("self", "cls", "") and callee in self.functions and callee not in self.imported and depth < 3:
-                    inner_falsy = self._falsy_params(node, callee, falsy)
-                    site = (self._collective_unless(callee, inner_falsy, include_backward, depth + 1) if inner_falsy
+                    inner_falsy = self._falsy_params(node, callee, falsy, truthy)
+                    inner_truthy = self._truthy_params(node, callee, truthy, falsy)
+                    site = (self._collective_unless(callee, inner_falsy, include_backward, depth + 1, truthy=inner_truthy)
+                            if inner_falsy or inner_truthy
                             else self.function_collective(callee, include_backward=include_backward))
                 else:
                     site = self.collective_of(node, include_backward=include_backward)
@@ -1822,14 +1856,14 @@ class SourceFacts:
                 return True
         return False
 
-    def may_be_big(self, *, unsharded: bool = False) -> bool:
+    def may_be_big(self, *, off: frozenset[str] = frozenset()) -> bool:
         """Does this file, or a file named on the command line, say the model may be large (sharded training, a
-        large pretrained model)? A rank-0 checkpoint save is then long enough to report. ``unsharded``: on a
-        path taken only when training is not sharded, where sharded training says nothing of the model's size."""
-        if unsharded:
-            return self.big_model_named or self.project is not None and self.project.any_named(
-                lambda f: f.big_model_named)
-        return self.big_model or self.project is not None and self.project.any_named(lambda f: f.big_model)
+        large pretrained model)? A rank-0 checkpoint save is then long enough to report. ``off``: the ways of
+        sharding (see SHARDING_MODES) the path does not take: sharded training says nothing of the model's size
+        there when those are all the file names."""
+        def big(f: SourceFacts) -> bool:
+            return f.big_model_named or f.big_model and not f.shard_modes <= off if off else f.big_model
+        return big(self) or self.project is not None and self.project.any_named(big)
 
     # -- program order ----------------------------------------------------------------------------------
     def next_collective_after(self, stmt: ast.AST, *, depth: int = 1) -> Site | None:

@@ -3310,6 +3310,9 @@ def test_a_save_on_the_main_process_only_when_training_is_not_sharded_is_a_note(
     # the main process alone in every mode: the DeepSpeed code says the model may be large
     (f,) = lint_source(src.replace("args.use_deepspeed or args.use_fsdp or ", ""), notes=True)
     assert (f.line, bool(f.note)) == (14, False)
+    # the main process alone under FSDP too (the script names it): the path is not a plain DDP run's
+    (f,) = lint_source(src.replace("args.use_deepspeed or args.use_fsdp or", "args.use_deepspeed or"), notes=True)
+    assert (f.line, bool(f.note)) == (14, False)
     # an escape that picks the kind of checkpoint, not the training: FSDP with a full state dict saves on rank 0
     (f,) = lint_source(src.replace("args.use_deepspeed or args.use_fsdp or", "args.fsdp_sharded_state_dict or"),
                        notes=True)
@@ -3344,3 +3347,85 @@ def test_a_combination_an_earlier_raise_rules_out_leaves_every_rank_in() -> None
     # without the raise, `log(m, main_process_only=True, in_order=True)` leaves the main process out of the barrier
     assert found(src.replace('        raise ValueError("in_order needs every process")\n', "        pass\n")) == [
         (14, "collective-in-rank-branch")]
+
+
+def test_the_old_transformers_example_shape_of_xtreme_and_densephrases() -> None:
+    """XTREME's run_classify.py and DensePhrases' train_rc.py (held-out round 38, 9 false reports at the blind run):
+    the cache barriers pair under ``and not evaluate``, evaluate() passes ``evaluate=True`` (and ``is_training=not
+    evaluate``) so it reaches none of them, the rank-0 evaluation under ``local_rank == -1`` runs in no distributed
+    job, and the final evaluation runs a model main() loads itself, not the one train() wraps in DDP."""
+    src = textwrap.dedent("""\
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def load_and_cache_examples(args, evaluate=False):
+            if args.local_rank not in [-1, 0] and not evaluate:
+                torch.distributed.barrier()
+            features = build(args, is_training=not evaluate)
+            if args.local_rank == 0 and not evaluate:
+                torch.distributed.barrier()
+            return features
+        def build(args, is_training):
+            if is_training:
+                torch.distributed.all_gather_object(out, len(args.files))
+            return make(args)
+        def evaluate(args, model):
+            dataset = load_and_cache_examples(args, evaluate=True)
+            for batch in dataset:
+                model(batch)
+        def train(args, model, loader):
+            model = DDP(model)
+            for step, batch in enumerate(loader):
+                model(batch).backward()
+                if args.local_rank in [-1, 0] and step % args.logging_steps == 0:
+                    if args.local_rank == -1 and args.evaluate_during_training:
+                        evaluate(args, model)
+        def main(args):
+            train_dataset = load_and_cache_examples(args, evaluate=False)
+            model = load_model(args)
+            train(args, model, train_dataset)
+            if args.do_eval and args.local_rank in [-1, 0]:
+                model = load_model(args)
+                evaluate(args, model)
+        """)
+    assert found(src) == []
+    # evaluated during training on rank 0 of a distributed job: long work while the others wait in the backward
+    assert found(src.replace("args.local_rank == -1 and args.evaluate_during_training",
+                             "args.evaluate_during_training")) == [(24, "rank0-long-work-before-collective")]
+    # an evaluation that builds its data as training does reaches the gather on rank 0 alone (the one under
+    # `local_rank == -1` runs in no distributed job)
+    assert found(src.replace("load_and_cache_examples(args, evaluate=True)",
+                             "load_and_cache_examples(args, evaluate=False)")) == [
+        (31, "collective-in-rank-branch")]
+    # the barriers pair only when the same flag stands beside both rank tests (and the evaluation on rank 0
+    # reaches the second then)
+    assert found(src.replace("if args.local_rank == 0 and not evaluate:", "if args.local_rank == 0:")) == [
+        (5, "collective-in-rank-branch"), (8, "collective-in-rank-branch"), (31, "collective-in-rank-branch")]
+    # main() evaluating a model it wrapped itself: a DDP forward no other rank joins after the last step
+    assert found(src.replace("    train(args, model, train_dataset)\n",
+                             "    model = DDP(model)\n    train(args, model, train_dataset)\n").replace(
+        "        model = load_model(args)\n        evaluate(args, model)\n", "        evaluate(args, model)\n")) == [
+        (31, "collective-in-rank-branch")]
+
+
+def test_two_rank_0_branches_in_a_row_are_not_the_two_halves_of_main_first() -> None:
+    """XTREME (held-out round 38, missed at the blind run): the logging branch's evaluate() (never run under DDP)
+    made the saving branch's evaluate() look like "the others redo it from the cache", the second half of a
+    main-process-first pair; both branches are rank 0's."""
+    src = HEAD + textwrap.dedent("""\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def evaluate(model, loader):
+            for batch in loader:
+                model(batch)
+        def train(model, loader, eval_loader, rank):
+            model = DDP(model)
+            for step, batch in enumerate(loader):
+                model(batch).backward()
+                if rank in [-1, 0] and step % 10 == 0:
+                    if rank == -1:
+                        evaluate(model, eval_loader)
+                if rank in [-1, 0] and step % 100 == 0:
+                    evaluate(model, eval_loader)
+        """)
+    assert found(src) == [(15, "rank0-long-work-before-collective")]
+    # the others' half of main-first: they redo, from the cache, what rank 0 did while they waited
+    assert found(src.replace("if rank in [-1, 0] and step % 100 == 0:", "if rank not in [-1, 0]:")) == []

@@ -85,7 +85,9 @@ class Outcome:
     stale_false: list[tuple[str, int]]
     #: of ``found``, the lint's notes (not counted as hazards: a rank-0 save of a model nothing says is large)
     noted: list[tuple[str, int]]
-    #: the notes the manifest records (``"notes"`` of the case's files)
+    #: the notes the manifest records (``"notes"`` of the case's files: at the blind run, and ``"notes_later"``:
+    #: made since, by a change to another rule, judged here; ``"notes_gone"`` are notes of the blind run no longer
+    #: made, since the collective they named is no longer reached there)
     wanted_notes: list[tuple[str, int]]
 
 
@@ -137,10 +139,10 @@ def evaluate(case: dict, path: Path) -> Outcome:
     known = {_key(c, *x) for c in files for x in _known_false(c)}
     # a recorded note is allowed as a note (the test compares the notes apart): since round 22 a note the
     # held-out reader judged fine is recorded only there, not as a false report
-    allowed = {_key(c, *x) for c in files for x in _recorded(c) + c.get("notes", [])}
+    allowed = {_key(c, *x) for c in files for x in _recorded(c) + c.get("notes", []) + c.get("notes_later", [])}
     return Outcome(case, found, [w for w in wanted if w not in found], [f for f in found if f not in allowed],
                    [f for f in found if f in known], sorted(k for k in known if k not in found), sorted(noted),
-                   sorted(_key(c, *x) for c in files for x in c.get("notes", [])))
+                   sorted(_key(c, *x) for c in files for x in c.get("notes", []) + c.get("notes_later", [])))
 
 
 def measure(cache: Path | None = None) -> str:
@@ -204,7 +206,8 @@ def measure(cache: Path | None = None) -> str:
         noted = sum(1 for c in files for x in c.get("false", []) if x in c.get("notes", []))
         later = sum(len(c.get("false_later", [])) for c in files)
         # notes the lint already made at the blind run, judged fine by the reader (rounds since notes exist)
-        fine = sum(1 for c in files for x in c.get("notes", []) if x not in c.get("false", []) + c["expect"])
+        fine = sum(1 for c in files for x in c.get("notes", []) + c.get("notes_gone", [])
+                   if x not in c.get("false", []) + c["expect"])
         table.append(f"held-out round {rnd}: {len(cases)} correct scripts linted once blind, {first} false reports at that "
                      f"run ({first / len(cases):.2f} per script); {left} of them still reported (recorded as known)"
                      + (f", {noted} now notes" if noted else "")
@@ -302,6 +305,11 @@ def sources_table() -> str:
             exp += "; known false: " + ", ".join(f"{r}:{line}" for r, line in c["false"])
         if c.get("false_later"):
             exp += "; known false, made since the blind run: " + ", ".join(f"{r}:{line}" for r, line in c["false_later"])
+        if c.get("notes_gone"):
+            exp += "; notes of the blind run no longer made: " + ", ".join(f"{r}:{line}" for r, line in c["notes_gone"])
+        if c.get("notes_later"):
+            exp += "; notes made since the blind run, judged fine: " + ", ".join(
+                f"{r}:{line}" for r, line in c["notes_later"])
         if c.get("blind_false"):
             exp += "; false when first linted (fixed since): " + ", ".join(f"{r}:{line}" for r, line in c["blind_false"])
         confirms = c["confirms"] or ("none: hazard only" if c.get("hazard_only") else "-")
