@@ -3429,3 +3429,33 @@ def test_two_rank_0_branches_in_a_row_are_not_the_two_halves_of_main_first() -> 
     assert found(src) == [(15, "rank0-long-work-before-collective")]
     # the others' half of main-first: they redo, from the cache, what rank 0 did while they waited
     assert found(src.replace("if rank in [-1, 0] and step % 100 == 0:", "if rank not in [-1, 0]:")) == []
+
+
+def test_a_collective_where_a_per_rank_share_runs_out() -> None:
+    """SimXNS (held-out round 38, missed at the blind run): each rank's data set is its own slice of the file
+    (``trainer_id=rank``), walked by a RandomSampler; the barrier in ``except StopIteration`` comes after as many
+    steps as the slice has batches, while the other ranks are still in their steps' gradient all-reduces."""
+    src = HEAD + textwrap.dedent("""\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader, RandomSampler
+        def train(args, model):
+            model = DDP(model)
+            dataset = PassageDataset(args.data, trainer_id=args.local_rank, trainer_num=args.world_size)
+            loader = DataLoader(dataset, sampler=RandomSampler(dataset), batch_size=8)
+            it = iter(loader)
+            step = 0
+            while step < args.max_steps:
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    it = iter(loader)
+                    batch = next(it)
+                    dist.barrier()
+                model(batch).sum().backward()
+                step += 1
+        """)
+    assert found(src) == [(17, "uneven-collective-count")]
+    # every rank walks the whole data set through a DistributedSampler: the shares are padded alike
+    assert found(src.replace("PassageDataset(args.data, trainer_id=args.local_rank, trainer_num=args.world_size)",
+                             "PassageDataset(args.data)").replace(
+        "sampler=RandomSampler(dataset)", "sampler=torch.utils.data.distributed.DistributedSampler(dataset)")) == []
