@@ -1938,11 +1938,83 @@ def _rank_split_stream(f: SourceFacts, name: str, depth: int = 3) -> bool:
         # (a data set by its name or its base: Infinity's trainer keeps every n-th parameter's EMA copy, no data)
         data_set = any(_DATA_CLASS.search(c.name) or any("Dataset" in dotted(b) for b in c.bases) for _f, c in chain)
         result = (iterable and any(isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and facts.is_rank_value(n)
-                                   for facts, n in nodes)
+                                   for facts, n in nodes) and not all(_yields_alike(facts, c) for facts, c in chain)
                   or data_set and any(_keeps_every_nth(facts, n) for facts, n in nodes)) \
             and not _makes_padding_sampler(n for _f, n in nodes)
     f.memo[key] = result
     return result
+
+
+def _builds_alike(f: SourceFacts, func: str) -> bool:
+    """Does the function build its data from a class of the project that yields alike on every rank (see
+    :func:`_iterates_alike`)?"""
+    return any(isinstance(n, ast.Call) and dotted(n.func).rsplit(".", 1)[-1][:1].isupper()
+               and _iterates_alike(f, dotted(n.func)) for fn in f.functions.get(func, []) for n in walk_local(fn))
+
+
+def _iterates_alike(f: SourceFacts, name: str) -> bool:
+    """Is ``name`` an ``IterableDataset`` class of the project (or one of its bases is) whose iterators yield as
+    many items on every rank (see :func:`_yields_alike`)?"""
+    found = _class_def(f, name)
+    if found is None:
+        return False
+    chain = [found]
+    for base in found[1].bases:
+        inner = _class_def(found[0], dotted(base))
+        if inner is not None:
+            chain.append(inner)
+    iterable = any("IterableDataset" in dotted(b) for _o, c in chain for b in c.bases)
+    return iterable and all(_yields_alike(o, c) for o, c in chain)
+
+
+def _yields_alike(f: SourceFacts, cls: ast.ClassDef) -> bool:
+    """Does every rank yield as many items from this class's iterators? HRM's PuzzleDataset (held-out round 39):
+    the rank only picks this rank's rows of each global batch (``batch[rank * n:(rank + 1) * n]``), one yield per
+    global batch on every rank. True when some method yields and no loop, ``if`` or ``while`` on the way to a yield
+    (nor an ``if`` in those loops that leaves the pass, prime-rl's ``if step % world != rank: continue``) reads the
+    rank or a name the method computes from it."""
+    yields = [n for n in subtree(cls) if isinstance(n, (ast.Yield, ast.YieldFrom))]
+    if not yields:
+        return False
+    # attributes any method sets from the rank (torchtitan's `self.ds = split_dataset_by_node(ds, rank, world)`)
+    held = {dotted(t) for n in subtree(cls) if isinstance(n, ast.Assign) for t in n.targets
+            if isinstance(t, ast.Attribute) and any(isinstance(v, (ast.Name, ast.Attribute, ast.Call))
+                                                    and f.is_rank_value(v) for v in subtree(n.value))}
+    # ... and read anywhere else: the items may come from it (torchtitan's `iter(self._data)` in a helper method)
+    if any(isinstance(v, ast.Attribute) and isinstance(v.ctx, ast.Load) and dotted(v) in held for v in subtree(cls)):
+        return False
+    for fn in (b for b in cls.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        # each name's assignments in source order, and whether each computes it from the rank (HRM's
+        # `batch_indices = batch_indices[rank * n:...]` after the test of the size `_sample_batch` gave it)
+        binds: dict[str, list[tuple[int, bool]]] = {}
+
+        def derived_at(name: str, line: int, _binds: dict[str, list[tuple[int, bool]]] = binds) -> bool:
+            before = [r for at, r in _binds.get(name, []) if at < line]
+            return bool(before) and before[-1]
+
+        for n in sorted((n for n in walk_local(fn) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+            ranked = any(isinstance(v, (ast.Name, ast.Attribute, ast.Call)) and (
+                f.is_rank_value(v) or derived_at(dotted(v), n.lineno)) for v in subtree(n.value))
+            for x in (x for t in n.targets for x in target_names(t)):
+                binds.setdefault(x, []).append((n.lineno, ranked))
+
+        def reads_rank(node: ast.AST) -> bool:
+            return any(isinstance(v, (ast.Name, ast.Attribute, ast.Call)) and (
+                f.is_rank_value(v) or dotted(v) in held or derived_at(dotted(v), getattr(node, "lineno", 0)))
+                for v in subtree(node))
+
+        for n in walk_local(fn):
+            if isinstance(n, (ast.For, ast.AsyncFor)) and reads_rank(n.iter) and _yields_in(n.body) \
+                    or isinstance(n, (ast.While, ast.If)) and reads_rank(n.test) and (
+                        _yields_in(n.body) or _yields_in(n.orelse) or isinstance(n, ast.If) and any(
+                            isinstance(x, (ast.Continue, ast.Break, ast.Return)) for b in n.body for x in walk_local(b))
+                        and f.enclosing_loop(n) is not None and _yields_in(f.enclosing_loop(n).body)):
+                return False
+    return True
+
+
+def _yields_in(stmts: list[ast.stmt]) -> bool:
+    return any(isinstance(n, (ast.Yield, ast.YieldFrom)) for s in stmts for n in walk_local(s))
 
 
 def _keeps_every_nth(f: SourceFacts, node: ast.AST) -> bool:
@@ -2105,6 +2177,16 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 last = name.rsplit(".", 1)[-1]
                 if _returns_share(f, n) or last[:1].isupper() and _rank_split_stream(f, name):
                     return True
+                if last[:1].isupper() and _iterates_alike(f, name):
+                    # HRM's PuzzleDataset(PuzzleDatasetConfig(rank=rank, ...)): this rank's rows of each batch; the
+                    # data it is handed may still be a share (GaLore's split_dataset_by_node stream)
+                    stack.extend(a for a in [*n.args, *(kw.value for kw in n.keywords)]
+                                 if isinstance(a, (ast.Name, ast.Attribute)) and not f.is_rank_value(a))
+                    continue
+                if _BUILDER.match(last) and (target := _callee(f, n)) is not None and (
+                        _agreement_returned(f, n) is not None or _builds_alike(*target)):
+                    continue   # HRM's `load_synced_config(..., rank=RANK)`, which broadcasts what it returns, and
+                    # `create_dataloader(config, "train", rank=RANK, ...)`, which builds a PuzzleDataset
                 if last[:1].isupper() and not _DATA_CLASS.search(last):
                     continue   # FunASR's `Trainer(rank=rank, ...)`, DAC's `Tracker(...)`: an object, not a share
                 if (_BUILDER.match(last) or _DATA_CLASS.search(last)) and not _pads(f, n) and any(

@@ -3459,3 +3459,56 @@ def test_a_collective_where_a_per_rank_share_runs_out() -> None:
     assert found(src.replace("PassageDataset(args.data, trainer_id=args.local_rank, trainer_num=args.world_size)",
                              "PassageDataset(args.data)").replace(
         "sampler=RandomSampler(dataset)", "sampler=torch.utils.data.distributed.DistributedSampler(dataset)")) == []
+
+
+def test_an_iterable_dataset_that_gives_each_rank_its_rows_of_every_batch(tmp_path: Path) -> None:
+    """HRM (held-out round 39, 2 false reports at the blind run): PuzzleDataset yields once per global batch on
+    every rank, the rank only picking this rank's rows of it; the loader's builder and a config synced by a
+    broadcast are handed the rank too. A stream that keeps only this rank's items is a share."""
+    data = """\
+        import numpy as np
+        from torch.utils.data import IterableDataset
+        class PuzzleDataset(IterableDataset):
+            def __init__(self, config):
+                self.config = config
+                self.local_batch_size = config.global_batch_size // config.num_replicas
+            def __iter__(self):
+                start = 0
+                while start < self.config.total:
+                    rows = np.arange(start, start + self.config.global_batch_size)
+                    if rows.size < self.config.global_batch_size:
+                        break
+                    rows = rows[self.config.rank * self.local_batch_size:(self.config.rank + 1) * self.local_batch_size]
+                    yield rows
+                    start += self.config.global_batch_size
+        """
+    script = """\
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+        from puzzle_dataset import PuzzleDataset
+        def load_synced_config(cfg, rank, world_size):
+            objects = [cfg if rank == 0 else None]
+            dist.broadcast_object_list(objects, src=0)
+            return objects[0]
+        def create_dataloader(config, rank, world_size):
+            return DataLoader(PuzzleDataset(Config(config, rank=rank, num_replicas=world_size)), batch_size=None)
+        def launch(cfg):
+            rank, world = dist.get_rank(), dist.get_world_size()
+            config = load_synced_config(cfg, rank=rank, world_size=world)
+            loader = create_dataloader(config, rank=rank, world_size=world)
+            model = build(config)
+            for batch in loader:
+                model(batch).backward()
+                for param in model.parameters():
+                    dist.all_reduce(param.grad)
+        """
+    root = _project(tmp_path / "a", {"pretrain.py": script, "puzzle_dataset.py": data})
+    assert _found_in(root) == []
+    # a stream that skips the items of the other ranks: its length is this rank's
+    skips = data.replace("            yield rows\n",
+                         "            if (start // self.config.global_batch_size) % self.config.num_replicas != "
+                         "self.config.rank:\n                start += self.config.global_batch_size\n"
+                         "                continue\n            yield rows\n")
+    assert ("pretrain.py", 19, "uneven-collective-count") in _found_in(
+        _project(tmp_path / "b", {"pretrain.py": script, "puzzle_dataset.py": skips}))
