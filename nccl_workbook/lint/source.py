@@ -238,9 +238,11 @@ def _log_line_name(name: str) -> bool:
     # Tacotron 2's `logger.log_validation(...)`: scalars, histograms and a few images for TensorBoard; AllenNLP's
     # `add_validation_scalar(name, value)`: one TensorBoard scalar
     # NVIDIA semantic-segmentation's `print_evaluate_results(hist, iu, ...)`: a table of the scores
+    # Determined's `core_context.train.report_validation_metrics(steps, metrics)`: one small request to its master
     return bool(parts) and (parts[-1] in ("log", "print", "msg", "str", "repr")
                             or parts[0] in ("log", "print") and len(parts) > 1
-                            or parts[0] == "add" and parts[-1] in ("scalar", "scalars", "histogram", "text"))
+                            or parts[0] == "add" and parts[-1] in ("scalar", "scalars", "histogram", "text")
+                            or parts[0] == "report" and parts[-1] in ("metric", "metrics"))
 
 
 def ends_group(stmt: ast.AST) -> bool:
@@ -388,14 +390,15 @@ def _spells_a_file(node: ast.AST, kinds: tuple[str, ...]) -> bool:
 def _lookup_name(name: str) -> bool:
     """``get_latest_checkpoint``, ``find_last_ckpt``, ``is_eval_step``, ``remove_old_checkpoints``,
     ``load_checkpoint``: a name that says it looks something up, answers a question, deletes or reads back,
-    however much its object is long work to make."""
+    however much its object is long work to make; or makes a name (HRM's ``coolname.generate_slug(2)``)."""
     name = name.lstrip("_")   # physicsnemo's `_get_checkpoint_filename`
     if name.rsplit(".", 1)[-1] in _DOWNLOADS:
         return False   # `get_file` fetches the file
     return name.startswith(("is_", "has_", "get_", "set_", "should_", "find_", "list_", "latest_", "last_",
                             "detect_", "can_", "register_", "ensure_", "load_", "restore_", "resume_", "contains_",
                             "exists_")) \
-        or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"], ["filename"]) \
+        or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"], ["filename"],
+                                 ["slug"]) \
         or _parts(name)[:1] in (["clean"], ["cleanup"], ["remove"], ["delete"], ["rm"], ["prune"], ["purge"],
                                 ["rotate"])   # open-instruct's clean_last_n_checkpoints: an rmtree of old ones
 

@@ -3512,3 +3512,84 @@ def test_an_iterable_dataset_that_gives_each_rank_its_rows_of_every_batch(tmp_pa
                          "                continue\n            yield rows\n")
     assert ("pretrain.py", 19, "uneven-collective-count") in _found_in(
         _project(tmp_path / "b", {"pretrain.py": script, "puzzle_dataset.py": skips}))
+
+
+def test_a_builder_handed_the_rank_that_builds_a_distributed_sampler() -> None:
+    """fairscale's benchmarks/oss.py (held-out round 39, false at the blind run): ``model, dataloader, loss_fn =
+    get_problem(rank, world_size, ...)``, whose loader walks a DistributedSampler: every rank's share is padded."""
+    src = HEAD + textwrap.dedent("""\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import BatchSampler, DataLoader, Subset
+        from torch.utils.data.distributed import DistributedSampler
+        def get_problem(rank, world_size, batch_size):
+            dataset = load_dataset()
+            sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank)
+            loader = DataLoader(dataset=dataset, batch_sampler=BatchSampler(sampler, batch_size, drop_last=True))
+            return build_model(), loader, loss_fn
+        def train(rank, world_size):
+            model, dataloader, loss_fn = get_problem(rank, world_size, 32)
+            model = DDP(model)
+            for batch in dataloader:
+                loss_fn(model(batch["inputs"]), batch["label"]).backward()
+        """)
+    assert found(src) == []
+    # a slice of every n-th item from the rank on, which nothing pads
+    unpadded = src.replace(
+        "    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank)\n"
+        "    loader = DataLoader(dataset=dataset, batch_sampler=BatchSampler(sampler, batch_size, drop_last=True))\n",
+        "    loader = DataLoader(Subset(dataset, range(rank, len(dataset), world_size)), batch_size=batch_size)\n")
+    assert unpadded != src
+    assert found(unpadded) == [(14, "uneven-collective-count")]
+
+
+def test_a_test_of_a_tensors_number_of_dimensions_is_no_test_of_the_data() -> None:
+    """torchtnt's all_gather_tensors (held-out round 39, false at the blind run): ``if result.ndim == 0: return
+    _simple_all_gather_tensors(...)``; every rank passes a tensor of the same kind (its documented contract)."""
+    src = HEAD + textwrap.dedent("""\
+        def all_gather_tensors(result, group=None):
+            if result.ndim == 0:
+                return simple_all_gather(result, group)
+            sizes = [torch.zeros(1) for _ in range(dist.get_world_size(group))]
+            dist.all_gather(sizes, torch.tensor(result.shape), group=group)
+            return sizes
+        """)
+    assert found(src) == []
+    # how much this rank holds is its own data
+    assert found(src.replace("result.ndim == 0", "result.numel() == 0")) == [(5, "uneven-collective-count")]
+
+
+def test_a_metrics_report_to_the_experiment_tracker_is_no_long_work() -> None:
+    """Determined's core API example (held-out round 39, false at the blind run): rank 0's
+    ``core_context.train.report_validation_metrics(steps_completed, {...})`` is one small request."""
+    src = HEAD + textwrap.dedent("""\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(core_context, model, loader, epochs):
+            model = DDP(model)
+            for epoch in range(epochs):
+                for batch in loader:
+                    model(batch).sum().backward()
+                if core_context.distributed.rank == 0:
+                    core_context.train.report_validation_metrics(steps_completed=epoch, metrics={"loss": 0.1})
+        """)
+    assert found(src) == []
+    # evaluation on rank 0 is long work while the others go on to the next epoch's backward
+    assert found(src.replace("core_context.train.report_validation_metrics(steps_completed=epoch, metrics=",
+                             "evaluate(model, ")) == [(10, "rank0-long-work-before-collective")]
+
+
+def test_a_run_name_made_on_rank_0_before_the_config_broadcast() -> None:
+    """HRM (held-out round 39, false at the blind run): ``coolname.generate_slug(2)`` names the run on rank 0
+    before ``broadcast_object_list``: microseconds, not generation."""
+    src = HEAD + textwrap.dedent("""\
+        import coolname
+        def load_synced_config(cfg, rank, world_size):
+            objects = [None]
+            if rank == 0:
+                cfg.run_name = f"{cfg.arch} {coolname.generate_slug(2)}"
+                objects = [cfg]
+            dist.broadcast_object_list(objects, src=0)
+            return objects[0]
+        """)
+    assert found(src) == []
+    assert found(src.replace("coolname.generate_slug(2)", "model.generate(prompts)")) == [
+        (7, "rank0-long-work-before-collective")]
