@@ -68,6 +68,8 @@ _ON_MAIN = re.compile(r"_on_(master|main|main_process|rank_?0|rank_?zero|primary
 #: a process-group timeout at least this long (seconds), set in the file, budgets one rank's long work
 LONG_BUDGET_S = 3600.0
 _EXITS = re.compile(r"^(sys\.exit|exit|quit|os\._exit|os\.abort|abort)$")
+#: a helper of the project that ends this process's job by ending the others' (``kill_sibling_ddp_processes``)
+_KILLS = re.compile(r"^_?(kill|terminate|abort)_\w*(process|processes|procs|job|ranks|workers|siblings)\w*$")
 _EVEN_CALLS = re.compile(r"(^|\.)(\w*Distributed\w*Sampler|prepare|prepare_data_loader|device|to|"
                          r"cuda|manual_seed|Generator|set_device|seed_everything)$")
 #: a name that holds the device a tensor is put on (``device``, ``self.device``, ``local_device``, ``dev``)
@@ -853,6 +855,7 @@ class _RankWalk:
                 or ours and not site.reaches and _sharded_alike_elsewhere(self.f, call, cond):
             return
         if _mirrored_at_exit(self.f, call, line) or _within_stages(self.f, call, line) \
+                or _paired_with_early_exit(self.f, call, line) \
                 or any(_holds_on_no_rank(self.f, i.test) for i in _enclosing_ifs(self.f, call)):
             return
         extra = ""
@@ -1567,11 +1570,17 @@ def _mirrored_at_exit(f: SourceFacts, call: ast.Call, line: int) -> bool:
     """Is the collective, in the rank branch that starts at ``line``, the last thing these ranks do before they
     leave the function (``barrier(); return``, ``barrier(); raise``), while the first collective after the branch,
     where the other ranks go, is the same call? OLMo-core's HF converter: rank 0 calls ``barrier()`` on each
-    early way out, the others the one ``barrier()`` after the branch: every rank calls it once."""
+    early way out, the others the one ``barrier()`` after the branch: every rank calls it once. (H2O LLM Studio,
+    held-out round 40: ``if local_rank != 0: if distributed: barrier()`` / ``return``, the barrier as the last
+    thing of an ``if`` before the return, and the one after the branch under the same ``if distributed:``.)"""
     stmt = next((n for n in f.nodes if isinstance(n, ast.Expr) and n.value is call), None)
     if stmt is None or id(stmt) not in f.parents:
         return False
-    block, i, _owner = f.parents[id(stmt)]
+    last: ast.AST = stmt   # the barrier, or the `if` it ends, up to the statement before the way out
+    block, i, owner = f.parents[id(stmt)]
+    while i + 1 >= len(block) and isinstance(owner, ast.If) and owner.lineno != line and id(owner) in f.parents:
+        last = owner
+        block, i, owner = f.parents[id(owner)]
     if i + 1 >= len(block) or not isinstance(block[i + 1], (ast.Return, ast.Raise)):
         return False
     node: ast.AST = stmt
@@ -1588,8 +1597,10 @@ def _mirrored_at_exit(f: SourceFacts, call: ast.Call, line: int) -> bool:
             while parent is not None:
                 after_block, k, above = parent
                 for nxt in after_block[k + 1:]:
-                    if f.first_collective(nxt) is not None:
-                        return isinstance(nxt, ast.Expr) and ast.unparse(nxt) == ast.unparse(stmt)
+                    if (first := f.first_collective(nxt)) is not None:
+                        return isinstance(nxt, ast.Expr) and ast.unparse(nxt) == ast.unparse(stmt) or any(
+                            isinstance(n, ast.Call) and n.lineno == first.line and ast.unparse(n) == ast.unparse(call)
+                            for n in subtree(nxt)) and ast.unparse(nxt) == ast.unparse(last)
                     if any(isinstance(n, (ast.Return, ast.Raise)) for n in walk_local(nxt)):
                         return False   # (a loop of its own may `continue`: ANCE skips a file it cannot load)
                 if isinstance(above, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module, ast.For, ast.AsyncFor,
@@ -1602,6 +1613,19 @@ def _mirrored_at_exit(f: SourceFacts, call: ast.Call, line: int) -> bool:
             return False
         node = owner
     return False
+
+
+def _paired_with_early_exit(f: SourceFacts, call: ast.Call, line: int) -> bool:
+    """The other half of :func:`_mirrored_at_exit`: the collective is in the region after ``if <rank test>: ...
+    return`` (at ``line``), and that branch calls the same collective before it leaves (pangaea-bench's
+    ``save_model``, held-out round 40: ``if self.rank != 0: barrier(); return``, then rank 0 saves and calls
+    ``barrier()``): every rank calls it once."""
+    guard = _if_at(f, line)
+    if guard is None or not isinstance(_exits(guard.body), ast.Return) \
+            or any(n is call for s in guard.body for n in subtree(s)):
+        return False
+    mine = ast.unparse(call)
+    return any(isinstance(n, ast.Call) and ast.unparse(n) == mine for s in guard.body for n in subtree(s))
 
 
 def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
@@ -2855,13 +2879,34 @@ def _collective_at_exhaustion(f: SourceFacts, uneven: dict[str, str]) -> list[Ra
 _NOT_TRAINED = re.compile(r"(?i)(^|[._])(llm|vllm\w*|engine_client|pipe|pipeline|client|server|sampler)$")
 
 
+def _keeps_hf_deepspeed_config(f: SourceFacts) -> bool:
+    """Does this file, or a file of the project being checked, keep transformers' ``HfDeepSpeedConfig`` alive? While
+    one is, transformers knows ZeRO-3 is on, and ``generate()`` sets ``synced_gpus`` itself (H2O LLM Studio, held-out
+    round 40: ``dschf = HfDeepSpeedConfig(ds_config)  # keep this object alive.`` in its training driver; LOMO's in
+    ``main()``). Not one made in a builder that returns the model (DeepSpeed-Chat's ``create_hf_model``, PR 636):
+    transformers holds it by a weak reference, gone when the builder returns. Nor one imported from
+    ``transformers.deepspeed``, the module's place before transformers 4.31: a script written for those versions
+    may run one whose ``generate()`` did not (LOMO, held-out round 29, judged so by its reader)."""
+    def keeps(facts: SourceFacts) -> bool:
+        if facts.import_from.get("HfDeepSpeedConfig", ("", "", 0))[0] == "transformers.deepspeed":
+            return False
+        for n in facts.nodes:
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
+                    and call_name(n.value)[1] == "HfDeepSpeedConfig":
+                fn = facts.enclosing_function(n)
+                if fn is None or not _BUILDER.match(fn.name) or any(isinstance(t, ast.Attribute) for t in n.targets):
+                    return True
+        return False
+    return keeps(f) or f.project is not None and any(keeps(o) for o in f.project.checked())
+
+
 def _generate_unsynced(f: SourceFacts) -> list[RawFinding]:
     """DeepSpeed-Chat (PR 636) and LOMO: ``model.generate(...)`` on a model whose
     parameters ZeRO-3 or FSDP partitions, without ``synced_gpus``. Each decoding step gathers the parameters from
     every rank, and each rank stops at its own end of sequence: a rank that finishes first stops joining the gathers
     the others still make. (transformers sets ``synced_gpus`` itself only when it knows of the partitioning: a
     model prepared by its Trainer or Accelerate, not one handed to ``deepspeed.initialize`` directly.)"""
-    if not f.partitioned:
+    if not f.partitioned or _keeps_hf_deepspeed_config(f):
         return []
     out: list[RawFinding] = []
     for node in f.nodes:
@@ -3047,8 +3092,9 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                    and not (isinstance(n.test, ast.UnaryOp) and isinstance(n.test.op, ast.Not))
                    and any(isinstance(b, ast.Raise) for b in n.body) for s in handler.body for n in subtree(s)):
                 continue   # s3prl: `if is_initialized(): raise` before the single-process retry
-            if any(isinstance(n, ast.Call) and _EXITS.match(dotted(n.func)) for s in handler.body for n in subtree(s)):
-                continue
+            if any(isinstance(n, ast.Call) and (_EXITS.match(dotted(n.func)) or _KILLS.match(call_name(n)[1]))
+                   for s in handler.body for n in subtree(s)):
+                continue   # (H2O LLM Studio, held-out round 40: `kill_sibling_ddp_processes()`: no rank is left waiting)
             # it tells the others itself (an all-reduce of a failure flag), on every path through it
             if any(f.first_collective(s) is not None for s in handler.body
                    if not isinstance(s, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match))):

@@ -1674,8 +1674,10 @@ class SourceFacts:
                 # (OpenVLA's `merged_vla = ....merge_and_unload()` is the whole model again)
                 return None   # trlx, LLaVA: `if peft_config is not None and is_main: model.save_pretrained()`;
                 # OpenVLA-OFT's `vla.module.save_pretrained(adapter_dir)`: written where the adapter goes
-            if name in ("save", "save_file") and self._picks_trained_tensors(self._scope_of(node.lineno)):
-                # AutoTimes: the frozen LLM's tensors deleted from the state dict, then torch.save
+            if name in ("save", "save_file") and (self._picks_trained_tensors(self._scope_of(node.lineno))
+                                                  or self._under_adapter_test(node)):
+                # AutoTimes: the frozen LLM's tensors deleted from the state dict, then torch.save; fsdp_qlora (held-out
+                # round 40): `if train_type in ["custom_lora", ...]:` ... `save_file(lora_state_dict, ...)`
                 return Site(node.lineno, label, "small save")
             payload = next((a for a in node.args if not (isinstance(a, ast.Constant) and isinstance(a.value, str))),
                            None)
