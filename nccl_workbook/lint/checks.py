@@ -37,9 +37,9 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (POINT_TO_POINT, SHARDING_MODES, STEP_NAME as _STEP_CALL, Site, SourceFacts, _const,
-                                      _param_defaults, bound_arguments, call_name, dotted, ends_group, save_kind, subtree,
-                                      target_names, walk_local)
+from nccl_workbook.lint.source import (POINT_TO_POINT, SHARDING_MODES, STEP_NAME as _STEP_CALL, Site, SourceFacts,
+                                      _const, _param_defaults, bound_arguments, call_name, dotted, ends_group, save_kind,
+                                      subtree, target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement",
            "check_exceptions", "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
@@ -2885,8 +2885,9 @@ def _keeps_hf_deepspeed_config(f: SourceFacts) -> bool:
     round 40: ``dschf = HfDeepSpeedConfig(ds_config)  # keep this object alive.`` in its training driver; LOMO's in
     ``main()``). Not one made in a builder that returns the model (DeepSpeed-Chat's ``create_hf_model``, PR 636):
     transformers holds it by a weak reference, gone when the builder returns. Nor one imported from
-    ``transformers.deepspeed``, the module's place before transformers 4.31: a script written for those versions
-    may run one whose ``generate()`` did not (LOMO, held-out round 29, judged so by its reader)."""
+    ``transformers.deepspeed``, its place before transformers moved it into ``transformers.integrations``: a script
+    written for those older versions may run one whose ``generate()`` did not (LOMO, held-out round 29, judged so
+    by its reader)."""
     def keeps(facts: SourceFacts) -> bool:
         if facts.import_from.get("HfDeepSpeedConfig", ("", "", 0))[0] == "transformers.deepspeed":
             return False
