@@ -770,6 +770,8 @@ class _RankWalk:
                 self.rank_work_elsewhere(stmt, recv, name)
         if isinstance(stmt, ast.Break) and where is not None:
             self.break_in_rank_region(stmt)
+        if isinstance(stmt, ast.Continue) and where is not None:
+            self.continue_in_rank_region(stmt)
         if isinstance(stmt, ast.Return) and where is not None:
             self.return_in_rank_region(stmt)
         if isinstance(stmt, ast.If):
@@ -1185,6 +1187,38 @@ class _RankWalk:
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
             f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
             f"loop at line {loop.lineno} on those ranks while the others go on to {site.label} at {site.at}"))
+
+    def continue_in_rank_region(self, stmt: ast.Continue) -> None:
+        """A ``continue`` inside a rank-only ``if`` of a loop (VLMEvalKit issue 726: ``if rank == 0: ... if args.mode
+        == 'infer': continue``), before a collective after that ``if`` which the other ranks call on every pass (its
+        ``dist.barrier()`` at the end of the loop's body): those ranks skip it on that pass, and their next one pairs
+        with the others' later calls."""
+        f = self.f
+        loop = f.enclosing_loop(stmt)
+        if loop is None:
+            return
+        node: ast.AST = stmt
+        rank_if: ast.If | None = None
+        while id(node) in f.parents:
+            _block, _i, owner = f.parents[id(node)]
+            if owner is loop:
+                break
+            if isinstance(owner, ast.If) and f.is_rank_condition(owner.test):
+                rank_if = owner
+            node = owner
+        if rank_if is None or rank_if.orelse or f.parents[id(stmt)][2] is rank_if:
+            return   # (`if rank >= n: continue` right under the rank test is a guard: the collective after it is
+            # reported as run on the other ranks only)
+        site = _collective_skipped(f, loop, rank_if)
+        if site is None or _point_to_point(site) or _under_join(f, loop):
+            return
+        block, i, _owner = f.parents[id(stmt)]
+        if any(f.first_collective(st) is not None for st in block[:i]):
+            return   # (`barrier(); continue`: the skipped call is made on the way out)
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
+            f"`continue` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) skips "
+            f"{site.label} at {site.at}, which the other ranks call on every pass of the loop at line {loop.lineno}"))
 
     def return_in_rank_region(self, stmt: ast.Return) -> None:
         """A ``return`` under a test of its own deeper inside a rank-only ``if`` (IMS-Toucan: ``if rank == 0:

@@ -3691,3 +3691,46 @@ def test_a_rank_0_save_under_a_test_of_lora_is_a_small_save() -> None:
             dist.barrier()
         """)
     assert [(f.line, bool(f.note)) for f in lint_source(src, notes=True)] == [(8, True), (12, False)]
+
+
+def test_a_continue_in_a_rank_0_region_skips_the_barrier_at_the_end_of_the_pass() -> None:
+    """VLMEvalKit issue 726 (collected blind in stop 37, missed): inside ``if rank == 0:`` an ``if args.mode ==
+    'infer': continue`` skips the ``dist.barrier()`` that ends each pass, which the other ranks call."""
+    src = HEAD + textwrap.dedent("""\
+        def run(args, datasets, rank, world_size):
+            for name in datasets:
+                infer(name)
+                if rank == 0:
+                    write_results(name)
+                    if args.mode == "infer":
+                        continue
+                    evaluate(name)
+                if world_size > 1:
+                    dist.barrier()
+        """)
+    assert found(src) == [(9, "uneven-collective-count"), (10, "rank0-long-work-before-collective")]
+    # a continue in a loop of rank 0's own: the others' pass is not skipped
+    own_loop = src.replace('            if args.mode == "infer":\n                continue\n',
+                           '            for part in files(name):\n                if part.empty:\n                    continue\n')
+    assert own_loop != src and found(own_loop) == [(11, "rank0-long-work-before-collective")]
+
+
+def test_an_fid_over_generated_images_on_rank_0_is_long_work() -> None:
+    """RCG (held-out round 39, missed at the blind run): rank 0 computes FID and IS with torch-fidelity over 50,000
+    generated and 50,000 reference images (minutes) while the others go on to the next epoch's all-reduces."""
+    src = HEAD + textwrap.dedent("""\
+        import torch_fidelity
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(model, loader, epochs, rank):
+            model = DDP(model)
+            for epoch in range(epochs):
+                for batch in loader:
+                    model(batch).sum().backward()
+                if rank == 0:
+                    metrics = torch_fidelity.calculate_metrics(input1="samples", input2="imagenet-val", fid=True)
+        """)
+    assert found(src) == [(11, "rank0-long-work-before-collective")]
+    # a running metric's compute() is short
+    assert found(src.replace('torch_fidelity.calculate_metrics(input1="samples", input2="imagenet-val", fid=True)',
+                             "meter.compute()")) == []
+
