@@ -1504,8 +1504,10 @@ _AGREES_FLAG = re.compile(r"(^|\.)(reduce_boolean_decision|broadcast\w*|all_redu
 
 
 #: a test of the pipeline stage this rank holds (Megatron's ``mpu.is_pipeline_first_stage()``, DeepSpeed's
-#: ``self.is_last_stage()``, ``pp_rank == 0``, Megatron core's ``is_pp_last_stage(pgc.pp)``)
-_STAGE_TEST = re.compile(r"(?i)(pipeline|pp)_(first|last)_stage|is_(first|last)_stage|in_(position_)?embedding_group|"
+#: ``self.is_last_stage()``, ``pp_rank == 0``, Megatron core's ``is_pp_last_stage(pgc.pp)``, OpenCastKit's
+#: ``is_last_pipeline_stage = pp_group.rank() == pp_group.size() - 1``)
+_STAGE_TEST = re.compile(r"(?i)(pipeline|pp)_(first|last)_stage|(first|last)_(pipeline|pp)_stage|is_(first|last)_stage|"
+                         r"in_(position_)?embedding_group|"
                          r"pipeline_model_parallel_rank|pipeline_rank|\bpp_rank|stage_id")
 
 

@@ -2292,6 +2292,15 @@ def test_a_test_of_the_pipeline_stage_picks_whole_stages(tmp_path: Path) -> None
     assert _found_in(_project(tmp_path / "h", {"train.py": core.replace(", group=dp_group", ""),
                                               "megatron/mpu.py": mpu_pg, "megatron/__init__.py": ""})) == [
         ("train.py", 7, "collective-in-rank-branch")]
+    # OpenCastKit (held-out round 43, 2 false reports at the blind run): the stage test kept in a variable
+    kept = HEAD + textwrap.dedent("""\
+        def evaluate(loss, count, pp_group, dp_group):
+            is_last_pipeline_stage = (pp_group.rank() == pp_group.size() - 1)
+            if is_last_pipeline_stage:
+                dist.all_reduce(loss, group=dp_group)
+        """)
+    assert found(kept) == []
+    assert found(kept.replace(", group=dp_group", "")) == [(6, "collective-in-rank-branch")]
 
 
 def test_a_list_every_pass_appends_to_and_a_loop_that_reads_result_files() -> None:
