@@ -1168,15 +1168,7 @@ class _RankWalk:
         loop = f.enclosing_loop(stmt)
         if loop is None:
             return
-        node: ast.AST = stmt
-        rank_if: ast.If | None = None
-        while id(node) in f.parents:
-            _block, _i, owner = f.parents[id(node)]
-            if owner is loop:
-                break
-            if isinstance(owner, ast.If) and f.is_rank_condition(owner.test):
-                rank_if = owner
-            node = owner
+        rank_if = _outer_rank_if_in_loop(f, stmt, loop)
         if rank_if is None:
             return
         site = f.first_collective(loop.body)
@@ -1197,15 +1189,7 @@ class _RankWalk:
         loop = f.enclosing_loop(stmt)
         if loop is None:
             return
-        node: ast.AST = stmt
-        rank_if: ast.If | None = None
-        while id(node) in f.parents:
-            _block, _i, owner = f.parents[id(node)]
-            if owner is loop:
-                break
-            if isinstance(owner, ast.If) and f.is_rank_condition(owner.test):
-                rank_if = owner
-            node = owner
+        rank_if = _outer_rank_if_in_loop(f, stmt, loop)
         if rank_if is None or rank_if.orelse or f.parents[id(stmt)][2] is rank_if:
             return   # (`if rank >= n: continue` right under the rank test is a guard: the collective after it is
             # reported as run on the other ranks only)
@@ -1244,6 +1228,21 @@ class _RankWalk:
             f"wait there for them",
             fix="test the condition outside the rank test, so that every rank leaves together (or send the decision "
                 "from the rank that makes it with `dist.broadcast_object_list`)"))
+
+
+def _outer_rank_if_in_loop(f: SourceFacts, stmt: ast.stmt, loop: ast.AST) -> ast.If | None:
+    """The outermost rank-only ``if`` between a statement and its enclosing loop (where a ``break`` or ``continue``
+    under it takes effect on those ranks only), or None."""
+    node: ast.AST = stmt
+    rank_if: ast.If | None = None
+    while id(node) in f.parents:
+        _block, _i, owner = f.parents[id(node)]
+        if owner is loop:
+            break
+        if isinstance(owner, ast.If) and f.is_rank_condition(owner.test):
+            rank_if = owner
+        node = owner
+    return rank_if
 
 
 def _wraps_in_ddp(f: SourceFacts, value: ast.AST, depth: int = 1) -> bool:
