@@ -1703,8 +1703,8 @@ def _paired_in_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
                 elif text == negated or _not_text(node.test) == test \
                         or _negates(_own_test(node.test), _own_test(stmt.test)) \
                         or _complementary(ranks, _ranks_where(f, node.test)) \
-                        or beside and _rank_and_rest(f, node.test)[1] == beside and _complementary(
-                            _ranks_where(f, own), _ranks_where(f, _rank_and_rest(f, node.test)[0])):
+                        or beside and (theirs := _rank_and_rest(f, node.test))[1] == beside and _complementary(
+                            _ranks_where(f, own), _ranks_where(f, theirs[0])):
                     # (neuralangelo's master_first: `if not is_master(): barrier()`, the yield, then
                     # `if dist.is_initialized() and is_master(): barrier()`)
                     other |= _explicit_calls(f, node.body)
@@ -2035,6 +2035,13 @@ def _yields_alike(f: SourceFacts, cls: ast.ClassDef) -> bool:
     global batch on every rank. True when some method yields and no loop, ``if`` or ``while`` on the way to a yield
     (nor an ``if`` in those loops that leaves the pass, prime-rl's ``if step % world != rank: continue``) reads the
     rank or a name the method computes from it."""
+    key = ("yields_alike", str(id(cls)))
+    if key not in f.memo:
+        f.memo[key] = _yields_alike_uncached(f, cls)
+    return bool(f.memo[key])
+
+
+def _yields_alike_uncached(f: SourceFacts, cls: ast.ClassDef) -> bool:
     yields = [n for n in subtree(cls) if isinstance(n, (ast.Yield, ast.YieldFrom))]
     if not yields:
         return False
@@ -2924,15 +2931,15 @@ def _keeps_hf_deepspeed_config(f: SourceFacts) -> bool:
     written for those older versions may run one whose ``generate()`` did not (LOMO, held-out round 29, judged so
     by its reader)."""
     def keeps(facts: SourceFacts) -> bool:
-        if facts.import_from.get("HfDeepSpeedConfig", ("", "", 0))[0] == "transformers.deepspeed":
-            return False
-        for n in facts.nodes:
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
-                    and call_name(n.value)[1] == "HfDeepSpeedConfig":
-                fn = facts.enclosing_function(n)
-                if fn is None or not _BUILDER.match(fn.name) or any(isinstance(t, ast.Attribute) for t in n.targets):
-                    return True
-        return False
+        key = ("keeps_hf_deepspeed_config", "")   # each file walked once, whichever file asks
+        if key not in facts.memo:
+            facts.memo[key] = facts.import_from.get("HfDeepSpeedConfig", ("", "", 0))[0] != "transformers.deepspeed" \
+                and any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                        and call_name(n.value)[1] == "HfDeepSpeedConfig"
+                        and ((fn := facts.enclosing_function(n)) is None or not _BUILDER.match(fn.name)
+                             or any(isinstance(t, ast.Attribute) for t in n.targets))
+                        for n in facts.nodes)
+        return bool(facts.memo[key])
     return keeps(f) or f.project is not None and any(keeps(o) for o in f.project.checked())
 
 
@@ -2941,7 +2948,8 @@ def _generate_unsynced(f: SourceFacts) -> list[RawFinding]:
     parameters ZeRO-3 or FSDP partitions, without ``synced_gpus``. Each decoding step gathers the parameters from
     every rank, and each rank stops at its own end of sequence: a rank that finishes first stops joining the gathers
     the others still make. (transformers sets ``synced_gpus`` itself only when it knows of the partitioning: a
-    model prepared by its Trainer or Accelerate, not one handed to ``deepspeed.initialize`` directly.)"""
+    model prepared by its Trainer or Accelerate, or while an ``HfDeepSpeedConfig`` is kept alive (see
+    :func:`_keeps_hf_deepspeed_config`); not one handed to ``deepspeed.initialize`` alone.)"""
     if not f.partitioned or _keeps_hf_deepspeed_config(f):
         return []
     out: list[RawFinding] = []

@@ -1457,31 +1457,25 @@ class SourceFacts:
                         return owner._elsewhere(owner, site) if owner is not self else site
         return None
 
-    def _falsy_params(self, call: ast.Call, name: str, falsy: frozenset[str] = frozenset(),
-                      truthy: frozenset[str] = frozenset()) -> frozenset[str]:
-        """The parameters of ``name`` this call fills with False, None or 0 (or with a name in ``falsy``, or ``not``
-        a name in ``truthy``: DensePhrases' ``is_training=not evaluate``)."""
+    def _flag_params(self, call: ast.Call, name: str, falsy: frozenset[str] = frozenset(),
+                     truthy: frozenset[str] = frozenset()) -> tuple[frozenset[str], frozenset[str]]:
+        """The parameters of ``name`` this call fills with False, None or 0, and those it fills with True: a
+        constant, a name of the caller's own in ``falsy`` or ``truthy``, or ``not`` one of them (DensePhrases'
+        ``is_training=not evaluate``). A flag left at its default counts too (Composer's ``safe_torch_load(path)``
+        broadcasts only ``if load_monolith_rank0_only:``)."""
         fn = next(iter(self.functions.get(name, [])), None)
         if fn is None:
-            return frozenset()
-
-        def is_falsy(v: ast.AST) -> bool:
-            return isinstance(v, ast.Constant) and v.value in (False, None, 0) or isinstance(v, ast.Name) and v.id in falsy \
-                or _tests_not(v, truthy)
-        # (a flag left at its false default counts too: Composer's `safe_torch_load(path)` broadcasts only
-        # `if load_monolith_rank0_only:`)
-        return frozenset(p for p, v in bound_arguments(call, fn, with_defaults=True) if is_falsy(v))
-
-    def _truthy_params(self, call: ast.Call, name: str, truthy: frozenset[str] = frozenset(),
-                       falsy: frozenset[str] = frozenset()) -> frozenset[str]:
-        """The parameters of ``name`` this call fills with True (or with a name in ``truthy``, or ``not`` a name in
-        ``falsy``)."""
-        fn = next(iter(self.functions.get(name, [])), None)
-        if fn is None:
-            return frozenset()
-        return frozenset(p for p, v in bound_arguments(call, fn, with_defaults=True)
-                         if isinstance(v, ast.Constant) and v.value is True or isinstance(v, ast.Name) and v.id in truthy
-                         or _tests_not(v, falsy))
+            return frozenset(), frozenset()
+        off: set[str] = set()
+        on: set[str] = set()
+        for p, v in bound_arguments(call, fn, with_defaults=True):
+            if isinstance(v, ast.Constant) and v.value in (False, None, 0) \
+                    or isinstance(v, ast.Name) and v.id in falsy or _tests_not(v, truthy):
+                off.add(p)
+            elif isinstance(v, ast.Constant) and v.value is True or isinstance(v, ast.Name) and v.id in truthy \
+                    or _tests_not(v, falsy):
+                on.add(p)
+        return frozenset(off), frozenset(on)
 
     def _skipped_by_arguments(self, name: str, call: ast.Call, include_backward: bool) -> bool:
         """Does this call of ``name`` (a function of this file that reaches a collective) skip every collective of
@@ -1490,8 +1484,7 @@ class SourceFacts:
         sets (XTREME's ``load_and_cache_examples(..., evaluate=True)``: barriers only ``if ... and not evaluate:``),
         or values it gives where the function gathers them itself only ``if p is None:`` (OLMo-core's
         ``convert_checkpoint_to_hf(..., model_state_dict=sd)``)?"""
-        falsy = self._falsy_params(call, name)
-        truthy = self._truthy_params(call, name)
+        falsy, truthy = self._flag_params(call, name)
         given = _given_params(call, self.functions[name][0])
         # (only where the function's own body holds the collective: an abstract method's is in a subclass)
         return bool(falsy or given or truthy) and self._collective_unless(
@@ -1524,8 +1517,7 @@ class SourceFacts:
                     continue
                 recv, callee = call_name(node)
                 if recv in ("self", "cls", "") and callee in self.functions and callee not in self.imported and depth < 3:
-                    inner_falsy = self._falsy_params(node, callee, falsy, truthy)
-                    inner_truthy = self._truthy_params(node, callee, truthy, falsy)
+                    inner_falsy, inner_truthy = self._flag_params(node, callee, falsy, truthy)
                     site = (self._collective_unless(callee, inner_falsy, include_backward, depth + 1, truthy=inner_truthy)
                             if inner_falsy or inner_truthy
                             else self.function_collective(callee, include_backward=include_backward))
