@@ -147,6 +147,11 @@ class Project:
                 continue
             if sub and module is facts and sub in top:
                 names, recv = {alias: sub}, None
+            elif sub and module is not None and module is not facts and self._reexports(module, sub) is facts \
+                    and sub in top:
+                # through a package's ``__init__.py`` that re-exports it (PELICAN's ``from src.trainer import
+                # Trainer``, whose ``src/trainer/__init__.py`` holds ``from .trainer import Trainer``)
+                names, recv = {alias: sub}, None
             elif not sub and module is facts or sub and submodule is facts:
                 names, recv = {n: n for n in top}, alias
             else:
@@ -162,6 +167,13 @@ class Project:
                                 and isinstance(func.value, ast.Name) and func.value.id == recv:
                             out.append((other, node, name))
         return out
+
+    def _reexports(self, module: SourceFacts, name: str) -> SourceFacts | None:
+        """The file ``module`` takes ``name`` from by ``from .file import name`` (under the same name), if any."""
+        how = module.import_from.get(name)
+        if how is None or how[1] != name or not how[0]:
+            return None
+        return self.module(how[0], Path(module.path), how[2])
 
     def _imports(self) -> list[tuple[SourceFacts, str, str, SourceFacts | None, SourceFacts | None]]:
         """Every local import of the files named on the command line, resolved once: (the importing file,

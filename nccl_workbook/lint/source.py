@@ -37,7 +37,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -299,7 +299,8 @@ _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add"
                           "setattr", "sorted", "min", "max", "sum", "abs", "round", "exists", "isfile", "isdir",
                           "basename", "dirname", "split", "strip", "replace", "startswith", "endswith", "lower",
                           "upper", "write", "info", "debug", "warning", "warn", "error", "item", "tolist", "items", "keys",
-                          "values", "touch"})   # (an empty marker file: Twitter's recap `fs.touch(done_path)`)
+                          "values", "touch",   # (an empty marker file: Twitter's recap `fs.touch(done_path)`)
+                          "avg", "average"})   # (a meter's running mean: PoinTr's `test_metrics.avg(i)`)
 
 
 def _reads(call: ast.Call) -> bool:
@@ -817,7 +818,19 @@ class SourceFacts:
         with one of its rank objects, and the attributes ``__init__`` keeps them in (XMem: ``logger`` made
         under ``if local_rank == 0``, then ``XMemTrainer(config, logger=logger)``; the trainer's ``if
         self.logger is not None: self.save_checkpoint(it)`` runs on rank 0 only)."""
-        key = ("handed_rank_objects", "")
+        return self._handed("handed_rank_objects", lambda other, a: dotted(a) in other.rank_objects,
+                            lambda other: bool(other.rank_objects))
+
+    def _handed_rank_values(self) -> set[str]:
+        """Parameters of this file's functions and classes that a caller in another file of the project fills
+        with one of its rank values, and the attributes ``__init__`` keeps them in (PELICAN: ``device_id =
+        int(os.environ["LOCAL_RANK"])``, then ``Trainer(..., device_id, ...)``; the trainer's ``if
+        self.device_id <= 0:`` tests the rank)."""
+        return self._handed("handed_rank_values", lambda other, a: other.is_rank_value(a))
+
+    def _handed(self, what: str, counts: Callable[[SourceFacts, ast.expr], bool],
+                worth: Callable[[SourceFacts], bool] = lambda other: True) -> set[str]:
+        key = (what, "")
         if self.project is None:
             return set()
         if key not in self.memo:
@@ -825,7 +838,7 @@ class SourceFacts:
             self.memo[key] = out
             classes = {n.name: n for n in self.tree.body if isinstance(n, ast.ClassDef)}
             for other, call, name in self.project.calls_into(self):
-                if not other.rank_objects:
+                if not worth(other):
                     continue
                 if name in classes:
                     fn = next((n for n in classes[name].body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -837,9 +850,9 @@ class SourceFacts:
                     continue
                 params = [a.arg for a in (fn.args.posonlyargs + fn.args.args)[skip:]]
                 handed = [params[i] for i, a in enumerate(call.args[:len(params)])
-                          if isinstance(a, (ast.Name, ast.Attribute)) and dotted(a) in other.rank_objects]
+                          if isinstance(a, (ast.Name, ast.Attribute)) and counts(other, a)]
                 handed += [kw.arg for kw in call.keywords if kw.arg
-                           and isinstance(kw.value, (ast.Name, ast.Attribute)) and dotted(kw.value) in other.rank_objects]
+                           and isinstance(kw.value, (ast.Name, ast.Attribute)) and counts(other, kw.value)]
                 out.update(handed)
                 for node in walk_local(fn):
                     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in handed:
@@ -910,7 +923,7 @@ class SourceFacts:
         """Does this expression hold a value that differs per rank (a rank, a rank-derived number)?"""
         if isinstance(node, (ast.Name, ast.Attribute)):
             name = dotted(node)
-            return name in self.rank_values or _is_rank_name(name)
+            return name in self.rank_values or _is_rank_name(name) or name in self._handed_rank_values()
         if isinstance(node, ast.Call):
             recv, name = call_name(node)
             if name in ("int", "str", "float") and node.args:
@@ -1055,7 +1068,7 @@ class SourceFacts:
                                 f"{label} (a collective when Accelerate runs DeepSpeed or FSDP, which `accelerate "
                                 f"launch` can choose from its config)", kind="gathers shards")
             elif name == "save_model":
-                if "trainer" in low:
+                if "trainer" in low and not self._hf_trainer_runs_ddp():
                     return Site(line, label)
             elif name == "synchronize":
                 if low.endswith("comm"):
@@ -1122,6 +1135,23 @@ class SourceFacts:
                 if fn.lineno <= line <= (fn.end_lineno or fn.lineno) and (best is None or fn.lineno > best.lineno):
                     best = fn
         return best
+
+    def _hf_trainer_runs_ddp(self) -> bool:
+        """Does this file build the HF ``TrainingArguments`` itself, every keyword written out and none of them
+        DeepSpeed or FSDP, in a script that never says it may shard nor parses the arguments from the command line?
+        Then ``trainer.save_model()`` writes on the ranks that call it and reaches no collective (transformers'
+        ``Trainer.save_model`` gathers only under DeepSpeed, FSDP, SageMaker MP or XLA; ESFT, held-out round 46)."""
+        key = ("hf_trainer_runs_ddp", "")
+        if key not in self.memo:
+            built = [n for n in self.nodes if isinstance(n, ast.Call)
+                     and call_name(n)[1] in ("TrainingArguments", "Seq2SeqTrainingArguments")]
+            self.memo[key] = bool(built) and not self._may_shard_here() and all(
+                not n.args and all(kw.arg is not None and kw.arg not in ("deepspeed", "fsdp", "fsdp_config")
+                                   for kw in n.keywords) for n in built) and not any(
+                isinstance(n, ast.Call) and call_name(n)[1] in ("HfArgumentParser", "parse_args_into_dataclasses",
+                                                                "parse_json_file", "parse_yaml_file")
+                for n in self.nodes)
+        return self.memo[key]   # type: ignore[return-value]
 
     def _may_shard_here(self) -> bool:
         """Does this file, or a file named on the command line, say it may shard its model?"""

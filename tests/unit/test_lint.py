@@ -3743,3 +3743,175 @@ def test_an_fid_over_generated_images_on_rank_0_is_long_work() -> None:
     assert found(src.replace('torch_fidelity.calculate_metrics(input1="samples", input2="imagenet-val", fid=True)',
                              "meter.compute()")) == []
 
+
+
+def test_a_rank_handed_to_a_class_re_exported_by_its_package(tmp_path: Path) -> None:
+    """PELICAN (collected blind in stop 38, missed): the entry script's ``device_id = int(os.environ["LOCAL_RANK"])``
+    is handed to ``Trainer`` (imported through ``src/trainer/__init__.py``), which keeps it as ``self.device_id``;
+    ``if self.device_id <= 0: ... else: torch.distributed.barrier()`` is a barrier of the other ranks only."""
+    script = _project(tmp_path, {
+        "train.py": """\
+            import os
+            from src.trainer import Trainer
+            device_id = int(os.environ["LOCAL_RANK"]) if "LOCAL_RANK" in os.environ else -1
+            trainer = Trainer(model, device_id)
+            trainer.train()
+            """,
+        "src/__init__.py": "",
+        "src/trainer/__init__.py": "from .trainer import Trainer\n",
+        "src/trainer/trainer.py": """\
+            import torch
+            class Trainer:
+                def __init__(self, model, device_id):
+                    self.model = model
+                    self.device_id = device_id
+                def train(self):
+                    for epoch in range(3):
+                        self.train_epoch()
+                        if self.device_id <= 0:
+                            self.log_predict()
+                        else:
+                            torch.distributed.barrier()
+            """,
+    })
+    assert _found_in(script) == [("trainer.py", 12, "collective-in-rank-branch")]
+    # a device handed in that is not the rank (a setting, alike on every rank) tests nothing about it
+    (tmp_path / "train.py").write_text(script.read_text().replace('int(os.environ["LOCAL_RANK"])', "args.gpu"))
+    assert _found_in(script) == []
+
+
+def test_a_master_rank_named_by_a_parameter_goes_first() -> None:
+    """AQLM (held-out round 46, two false reports at the blind run): ``master_rank_first`` tests ``distributed and
+    rank != master_rank`` before the yield and ``distributed and rank == master_rank`` after it: every rank calls
+    one barrier. The same comparison turned round is the other half, as ``not`` in front is."""
+    src = textwrap.dedent("""\
+        import contextlib, os, torch
+        @contextlib.contextmanager
+        def master_rank_first(local: bool, master_rank: int = 0):
+            distributed = torch.distributed.is_initialized()
+            rank = int(os.environ.get("LOCAL_RANK" if local else "RANK", 0)) if distributed else 0
+            if distributed and rank != master_rank:
+                torch.distributed.barrier()
+            yield
+            if distributed and rank == master_rank:
+                torch.distributed.barrier()
+        """)
+    assert found(src) == []
+    # the second half missing: the other ranks' barrier has no partner
+    assert found(src.replace("    if distributed and rank == master_rank:\n        torch.distributed.barrier()\n",
+                             "")) == [(7, "collective-in-rank-branch")]
+
+
+def test_accelerate_s_sync_gradients_is_alike_on_every_rank() -> None:
+    """ESFT (held-out round 46, a false report at the blind run): a backward hook that returns before the expert
+    all-reduce ``if not self.sync_gradients or edp_size == 1``: Accelerate counts the accumulation steps alike on
+    every rank. A NaN loss in the same place is this rank's own."""
+    src = HEAD + textwrap.dedent("""\
+        def custom_backward(self, loss, **kwargs):
+            backward(loss, **kwargs)
+            if not self.sync_gradients or edp_size == 1:
+                return
+            for p in expert_params:
+                dist.all_reduce(p.grad, group=edp_group)
+        """)
+    assert found(src) == []
+    assert found(src.replace("not self.sync_gradients", "torch.isnan(loss)")) == [(6, "uneven-collective-count")]
+
+
+def test_an_hf_trainer_built_for_ddp_saves_without_a_collective() -> None:
+    """ESFT (held-out round 46, a false report at the blind run): ``trainer.save_model()`` on local rank 0, with
+    ``TrainingArguments`` written out in the script and no DeepSpeed or FSDP among them: transformers'
+    ``Trainer.save_model`` gathers only under DeepSpeed, FSDP, SageMaker MP or XLA."""
+    src = textwrap.dedent("""\
+        from transformers import Trainer, TrainingArguments
+        def main(local_rank, model, data):
+            training_args = TrainingArguments(output_dir="out", per_device_train_batch_size=4{})
+            trainer = Trainer(model=model, args=training_args, train_dataset=data)
+            trainer.train()
+            if local_rank == 0:
+                trainer.save_model("out/last")
+        """)
+    assert found(src.format("")) == []
+    # DeepSpeed among the arguments, or arguments the command line fills: a collective
+    assert found(src.format(', deepspeed="ds_config.json"')) == [(7, "collective-in-rank-branch")]
+    assert found(src.format(", **config")) == [(7, "collective-in-rank-branch")]
+
+
+def test_a_progress_bar_s_label_names_no_share() -> None:
+    """AQLM (held-out round 46, a false report at the blind run): ``tqdm(train_dataloader, desc=f"Training epoch
+    #{current_epoch}") if rank == 0 else train_dataloader``: the label's epoch is not data, both sides walk the
+    same loader."""
+    src = HEAD + textwrap.dedent("""\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(model, train_dataloader, rank, epochs):
+            model = DDP(model)
+            for current_epoch in range(epochs):
+                batch_iter = tqdm(train_dataloader, desc=f"epoch {current_epoch}") if rank == 0 else train_dataloader
+                for batch in batch_iter:
+                    model(batch).sum().backward()
+        """)
+    assert found(src) == []
+    assert found(src.replace("else train_dataloader", "else eval_dataloader")) == [(9, "uneven-collective-count")]
+
+
+def test_an_error_kept_for_the_reader_to_raise() -> None:
+    """bionemo-framework's prefetching loader (held-out round 46, a false report at the blind run): the thread's
+    ``except Exception as e: self._prefetch_result = e``, which ``__next__`` raises when it reads it back."""
+    src = HEAD + textwrap.dedent("""\
+        class Prefetcher:
+            def __next__(self):
+                result = self._prefetch_result
+                if isinstance(result, Exception):
+                    raise result
+                return result
+            def _do_one_prefetch(self):
+                try:
+                    self._prefetch_result = self._scatter()
+                except Exception as e:
+                    self._prefetch_result = e
+            def _scatter(self):
+                dist.scatter_object_list(out, batches, src=0)
+                return out[0]
+        """)
+    assert found(src) == []
+    # kept where nothing raises it: the rank goes on
+    assert found(src.replace("            raise result\n", "            return None\n")) == [
+        (12, "exception-on-one-rank")]
+
+
+def test_a_loop_of_scalars_from_a_meter_is_short() -> None:
+    """PoinTr (held-out round 25; reported once the writer handed to ``run_net`` through ``tools/__init__.py`` was
+    read as rank 0's): ``for i, metric in enumerate(test_metrics.items): val_writer.add_scalar(..., test_metrics.avg(i),
+    epoch)``: a few numbers from a running meter, written to a queued event file."""
+    src = HEAD + textwrap.dedent("""\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def run(model, loader, test_metrics, epochs, val_writer):
+            model = DDP(model)
+            for epoch in range(epochs):
+                for batch in loader:
+                    model(batch).sum().backward()
+                if dist.get_rank() == 0:
+                    for i, metric in enumerate(test_metrics.items):
+                        val_writer.add_scalar('Metric/%s' % metric, test_metrics.{}(i), epoch)
+        """)
+    assert found(src.format("avg")) == []
+    assert found(src.format("recompute_over_test_set")) == [(10, "rank0-long-work-before-collective")]
+
+
+def test_a_break_on_the_end_of_this_rank_s_data_sentinel() -> None:
+    """SimpleTuner issue 2712 (collected blind in stop 38, missed): the batch fetcher hands back ``False`` when this
+    rank's iterator runs out; ``if prepared_batch is False: break`` leaves the step loop on that rank while the others
+    run one more step and its collectives (the fix all-reduces the end-of-epoch flag)."""
+    src = HEAD + textwrap.dedent("""\
+        def train(self, iterator_fn):
+            while True:
+                raw_batch = iterator_fn()
+                prepared_batch = self.prepare_batch(raw_batch)
+                if prepared_batch is False:
+                    break
+                loss = self.model(prepared_batch)
+                dist.all_reduce(loss)
+        """)
+    assert found(src) == [(8, "uneven-collective-count")]
+    # a setting every rank reads alike is no sentinel of this rank's data
+    assert found(src.replace("prepared_batch is False", "self.config.debug is False")) == []
