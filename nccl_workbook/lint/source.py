@@ -108,7 +108,7 @@ STEP_NAME = re.compile(r"(^|_)(train_step|training_step|train_one_epoch|train_ep
 _WRAPPERS = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard"})
 _RANK_PART = re.compile(r"(^|_)(rank|ordinal|process_index)$")
 _MAIN_FLAG = re.compile(
-    r"^_?(is_)?(local_|global_|world_|node_)?(main|master|primary|chief|leader|zero|rank_?0|rank_?zero|"
+    r"^_?(is_|if_)?(local_|global_|world_|node_)?(main|master|primary|chief|leader|zero|rank_?0|rank_?zero|"
     r"global_zero|local_zero|process_zero|main_process|master_ordinal)(_process|_proc|_rank|_node|_worker|_gpu|"
     r"_process_zero)?$"
 )
@@ -184,7 +184,7 @@ _ADAPTER = re.compile(r"peft|lora|adapter", re.IGNORECASE)
 _HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buffer|cpu\(|cuda\(|numpy\(|"
                     r"\bstates?\b|\bsd\b|ckpt|checkpoint", re.IGNORECASE)
 _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "hyperparameters", "meta", "metadata",
-                               "statistics", "stats",
+                               "metafile", "statistics", "stats",
                                "json", "yaml", "yml", "txt", "csv", "manifest", "symlink", "info", "readme", "command",
                                "cmd", "argv", "version"})
 #: a context manager that holds the calling ranks until something happens elsewhere
@@ -393,7 +393,7 @@ def _spells_a_file(node: ast.AST, kinds: tuple[str, ...]) -> bool:
 
 def _lookup_name(name: str) -> bool:
     """``get_latest_checkpoint``, ``find_last_ckpt``, ``is_eval_step``, ``remove_old_checkpoints``,
-    ``load_checkpoint``: a name that says it looks something up, answers a question, deletes or reads back,
+    ``load_checkpoint``, speechbrain's ``_new_checkpoint_dirpath``: a name that says it looks something up, answers a question, deletes or reads back,
     however much its object is long work to make; or makes a name (HRM's ``coolname.generate_slug(2)``)."""
     name = name.lstrip("_")   # physicsnemo's `_get_checkpoint_filename`
     if name.rsplit(".", 1)[-1] in _DOWNLOADS:
@@ -402,7 +402,7 @@ def _lookup_name(name: str) -> bool:
                             "detect_", "can_", "register_", "ensure_", "load_", "restore_", "resume_", "contains_",
                             "exists_")) \
         or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"], ["filename"],
-                                 ["slug"]) \
+                                 ["slug"], ["dirpath"], ["filepath"], ["dirname"]) \
         or _parts(name)[:1] in (["clean"], ["cleanup"], ["remove"], ["delete"], ["rm"], ["prune"], ["purge"],
                                 ["rotate"])   # open-instruct's clean_last_n_checkpoints: an rmtree of old ones
 
@@ -764,7 +764,18 @@ class SourceFacts:
                 for node in walk_local(fn):
                     if isinstance(node, ast.Return) and node.value is not None and self.is_rank_condition(node.value):
                         self._returns_flag.add(name)
+                if name not in self._returns_flag and self._answers_by_rank(fn):
+                    self._returns_flag.add(name)
         self._index_rank_objects(ifs, plain)
+
+    def _answers_by_rank(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """Does the function answer only ``True`` or ``False``, and one of them under a test of the rank (speechbrain's
+        ``if_main_process``: ``if int(os.environ["LOCAL_RANK"]) == 0: return True``, ``return False``)?"""
+        returns = [n for n in walk_local(fn) if isinstance(n, ast.Return)]
+        if len(returns) < 2 or not all(n.value is not None and isinstance(_const(n.value), bool) for n in returns):
+            return False
+        return any(isinstance(n, ast.If) and self.is_rank_condition(n.test)
+                   and any(isinstance(b, ast.Return) for b in n.body) for n in walk_local(fn))
 
     def _index_rank_objects(self, ifs: list[ast.If], assigns: list[ast.Assign]) -> None:
         """Names bound to an object on some ranks only and to ``None`` everywhere else (timm's ``saver = None``;
@@ -1814,17 +1825,29 @@ class SourceFacts:
         this file that do the same (UniMatch's ``Logger.push(metrics)``: a name that says "upload", a body that
         adds to running sums and calls ``summary_writer.add_scalar``)?"""
         calls = [n for n in walk_local(fn) if isinstance(n, ast.Call)]
+        defaults = {p: _const(v) for p, v in _param_defaults(fn)}
         for call in calls:
             recv, name = call_name(call)
             if _light_call(call) or recv in ("self", "") and name in self.functions and name not in self.imported \
                     and self.function_long_work(name) is None:
                 continue
+            if name == "open" and not recv and self._appends_a_line(call, defaults):
+                continue   # MOTIP's Logger._save: `open(os.path.join(self.logdir, filename), mode=mode)`, "a" by default
             ext = self.external(recv, name) if not recv else None
             if ext is not None and ext[0].function_long_work(ext[1]) is None:
                 continue   # a helper of another file that does no long work (the recap trainer's `infer_fs(path)`)
             return False
         # no call and no loop: CBIM's `filter_validation_results(dice, asd, hd, args)` slices three lists
         return bool(calls) or not any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for n in walk_local(fn))
+
+    @staticmethod
+    def _appends_a_line(call: ast.Call, defaults: dict[str, object]) -> bool:
+        """Does this ``open()`` append to a text file (mode ``"a"``, given or the default of the parameter handed to it)?"""
+        mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
+        value = _const(mode) if mode is not None else "r"
+        if isinstance(mode, ast.Name) and mode.id in defaults:
+            value = defaults[mode.id]
+        return isinstance(value, str) and value.startswith("a") and "b" not in value
 
     def _writes_metadata_only(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """A function named for saving whose every save writes a small literal or a config file

@@ -3915,3 +3915,128 @@ def test_a_break_on_the_end_of_this_rank_s_data_sentinel() -> None:
     assert found(src) == [(8, "uneven-collective-count")]
     # a setting every rank reads alike is no sentinel of this rank's data
     assert found(src.replace("prepared_batch is False", "self.config.debug is False")) == []
+
+
+def test_a_helper_that_answers_true_on_the_main_process_only() -> None:
+    """speechbrain (collected blind in stop 37): ``if_main_process()`` answers ``True`` where ``LOCAL_RANK`` is 0;
+    ``Brain._should_save_intra_epoch_ckpt`` returns it, and only the main process saves the intra-epoch checkpoint
+    while the others go on into the next step's all-reduce. A helper whose answer does not depend on the rank is no
+    such test."""
+    src = HEAD + textwrap.dedent("""\
+        import os
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def on_main():
+            if "LOCAL_RANK" in os.environ:
+                if int(os.environ["LOCAL_RANK"]) == 0:
+                    return True
+                return False
+            return True
+        def fit(model, loader):
+            model = DDP(model)
+            for batch in loader:
+                model(batch).sum().backward()
+                if on_main():
+                    save_checkpoint(model)
+        """)
+    assert found(src) == [(16, "rank0-long-work-before-collective")]
+    assert found(src.replace('int(os.environ["LOCAL_RANK"]) == 0', "os.path.exists('stop')")) == []
+    # speechbrain's own name for it, imported from the installed package
+    imported = HEAD + textwrap.dedent("""\
+        from speechbrain.utils.distributed import if_main_process
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def fit(model, loader):
+            model = DDP(model)
+            for batch in loader:
+                model(batch).sum().backward()
+                if if_main_process():
+                    save_checkpoint(model)
+        """)
+    assert found(imported) == [(10, "rank0-long-work-before-collective")]
+
+
+def test_a_checkpoint_s_folder_name_and_metafile_are_short() -> None:
+    """speechbrain's ``Checkpointer.save_checkpoint``: on the main process it makes the new folder's name
+    (``_new_checkpoint_dirpath``, a timestamp and a free suffix) and writes a YAML metafile, then broadcasts the
+    folder to every rank: nothing long before that broadcast."""
+    src = HEAD + textwrap.dedent("""\
+        class Checkpointer:
+            def save_checkpoint(self, meta):
+                ckpt_dir = None
+                if dist.get_rank() == 0:
+                    ckpt_dir = self._new_checkpoint_dirpath()
+                    self._save_checkpoint_metafile(ckpt_dir / "CKPT.yaml", meta)
+                box = [ckpt_dir]
+                dist.broadcast_object_list(box, src=0)
+            def _new_checkpoint_dirpath(self):
+                stamp = time.strftime("%Y-%m-%d+%H-%M-%S", time.localtime(time.time()))
+                suffix = 0
+                while (self.checkpoints_dir / f"CKPT+{stamp}+{suffix:02d}").exists():
+                    suffix += 1
+                return self.checkpoints_dir / f"CKPT+{stamp}+{suffix:02d}"
+            def _save_checkpoint_metafile(self, fpath, meta_to_include={}, end_of_epoch=True):
+                meta = {"unixtime": time.time(), "end-of-epoch": end_of_epoch}
+                meta.update(meta_to_include)
+                with open(fpath, "w") as fo:
+                    fo.write("# yamllint disable")
+                    fo.write(yaml.dump(meta))
+                return meta
+        """)
+    assert found(src) == []
+    # named for what it makes, not for the save it is part of: the same body under another name is long
+    assert found(src.replace("_new_checkpoint_dirpath", "_new_checkpoint")) == [(7, "rank0-long-work-before-collective")]
+    # the same folder, then the model's weights written there: long
+    weights = src.replace('            self._save_checkpoint_metafile(ckpt_dir / "CKPT.yaml", meta)\n',
+                          '            torch.save(self.model.state_dict(), ckpt_dir / "model.ckpt")\n')
+    assert weights != src and found(weights) == [(8, "rank0-long-work-before-collective")]
+
+
+def test_a_zero_first_helper_that_may_be_given_no_rank() -> None:
+    """sparseml's ``torch_distributed_zero_first`` (held-out round 47, two false reports at the blind run): ``if
+    local_rank is not None and local_rank not in [-1, 0]: barrier()``, the yield, ``if local_rank == 0: barrier()``.
+    Whether a rank was given at all is the same answer on every rank."""
+    src = HEAD + textwrap.dedent("""\
+        from contextlib import contextmanager
+        @contextmanager
+        def torch_distributed_zero_first(local_rank):
+            if local_rank is not None and local_rank not in [-1, 0]:
+                torch.distributed.barrier()
+            yield
+            if local_rank == 0:
+                torch.distributed.barrier()
+        """)
+    assert found(src) == []
+    assert found(src.replace("local_rank == 0", "local_rank == 1")) == [(7, "collective-in-rank-branch"),
+                                                                          (10, "collective-in-rank-branch")]
+
+
+def test_a_loader_not_built_is_the_same_on_every_rank() -> None:
+    """VidChapters (held-out round 47, a false report at the blind run): ``for item in tuples: if
+    item.dataloader_val is None: continue``, then the evaluation's all-gather: which data sets have a validation
+    loader is set on the command line."""
+    src = HEAD + textwrap.dedent("""\
+        def validate(model, tuples):
+            for item in tuples:
+                if item.dataloader_val is None:
+                    continue
+                out = evaluate(model, item.dataloader_val)
+                dist.all_gather_object(outs, out)
+        """)
+    assert found(src) == []
+    assert found(src.replace("item.dataloader_val is None", "item.batch is None")) == [(6, "uneven-collective-count")]
+
+
+def test_a_logger_that_appends_a_line_is_short() -> None:
+    """MOTIP (held-out round 47, four false notes at the blind run): ``Logger._save`` appends one line to
+    ``log.txt`` (``open(..., mode=mode)``, ``mode="a"`` by default) on the main process before a barrier."""
+    src = HEAD + textwrap.dedent("""\
+        import os
+        def save_line(logdir, log, filename="log.txt", mode="a"):
+            with open(os.path.join(logdir, filename), mode=mode) as f:
+                f.write(log)
+        def step(logdir, stats):
+            if dist.get_rank() == 0:
+                save_line(logdir, str(stats))
+            dist.barrier()
+        """)
+    assert found(src) == []
+    assert found(src.replace('mode="a"', 'mode="wb"')) == [(9, "rank0-long-work-before-collective")]
