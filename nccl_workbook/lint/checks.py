@@ -2422,6 +2422,13 @@ SAVE_NOTE = ("not counted as hazards: rank-0 checkpoint saves while the others w
 
 
 #: why a rank-0 save of the trained tensors only is a note, whatever the model's size
+#: the start of a logging service's run on some ranks only: a hazard only when the service is slow to answer
+SERVICE_NOTE = ("not counted as hazards: `wandb.init()` on rank 0 only while the others go on to their next collective: "
+                "seconds when the W&B service answers; when it is slow or unreachable rank 0 stays in it past the "
+                "group's timeout (bergson, starVLA and rsl_rl hung this way): bound it "
+                "(`wandb.init(..., settings=wandb.Settings(init_timeout=60))`, falling back to `mode=\"offline\"`), "
+                "or start it before the process group")
+
 SMALL_SAVE_NOTE = ("not counted as hazards: rank-0 saves of the trained tensors only (the frozen ones are left out, "
                    "`requires_grad` picks what is written: an adapter's size) while the others wait in their next "
                    "collective; a hazard only if everything trains and the model is large: then use "
@@ -2445,6 +2452,8 @@ def _save_note(work: Site, *files: SourceFacts, where: Where | None = None) -> s
     path is FSDP's.)"""
     if work.kind == "small save":
         return SMALL_SAVE_NOTE
+    if work.kind == "service":
+        return SERVICE_NOTE
     off = frozenset(mode for e in (where[2] if where is not None else ()) if not e.startswith("not ")
                     and _SHARDED_ESCAPE.search(e) for mode, words in SHARDING_MODES.items() if words.search(e))
     return SAVE_NOTE if work.kind == "save" and not any(f.may_be_big(off=off) for f in files) else ""

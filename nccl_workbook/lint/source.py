@@ -286,7 +286,7 @@ def _light(site: Site) -> bool:
     """An upload, or a plot that is only a plot (``plot_spectrogram_to_numpy``; SlowFast's ``plot_eval``, which
     draws hundreds of figures over the whole evaluation, is evaluation work)."""
     parts = set(_parts(site.label.split("(")[0].rsplit(".", 1)[-1]))
-    return site.kind in ("logging", "plot") or bool(_PLOT_PARTS & parts) and not (LONG_PARTS - _PLOT_PARTS) & parts
+    return site.kind in ("logging", "plot", "service") or bool(_PLOT_PARTS & parts) and not (LONG_PARTS - _PLOT_PARTS) & parts
 
 
 #: an iterable that loads data as it is walked (walking it is the work, whatever the body does)
@@ -1646,6 +1646,10 @@ class SourceFacts:
         if any(kw.arg in ("run_as_future", "async_upload", "background") and _const(kw.value) is True
                or kw.arg == "blocking" and _const(kw.value) is False for kw in node.keywords):
             return None   # handed to a background thread (huggingface_hub's upload_folder(run_as_future=True))
+        if name == "init" and recv.rsplit(".", 1)[-1] == "wandb":
+            # the start of a W&B run: a handshake with the service, seconds, but unbounded when the service is slow or
+            # unreachable (bergson, starVLA PR 369, rsl_rl issue 150: rank 0 in it past the others' timeout)
+            return Site(node.lineno, label, "service")
         if recv and LOGGING_RECEIVERS.search(recv) and LOGGING_METHODS.match(name):
             if not _UPLOAD.match(name):
                 # `wandb.log(metrics)`, `wandb.save(file)`, a table or an image (AnimateDiff, DPO, SiT, GaLore):
@@ -1663,7 +1667,7 @@ class SourceFacts:
             inner = self.function_long_work(name)
             if inner is not None:
                 extra = "" if inner.label == label else f" (which runs {inner.label} at {inner.at})"
-                return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner) and inner.kind != "logging"
+                return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner) and inner.kind not in ("logging", "service")
                             else inner.kind)
             return None
         ext = self.external(recv, name)
@@ -1673,7 +1677,7 @@ class SourceFacts:
             if inner is not None:
                 inner = self._elsewhere(other, inner)
                 extra = "" if inner.label in (label, f"{func}()") else f" (which runs {inner.label} at {inner.at})"
-                return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner) and inner.kind != "logging"
+                return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner) and inner.kind not in ("logging", "service")
                             else inner.kind)
             return None
         if _lookup_name(name) or _NOT_LONG_RECEIVER.search(recv or "-") \
@@ -1886,8 +1890,9 @@ class SourceFacts:
                     # a save, then an evaluation: the region's work is long, and the message says what follows
                     return replace(best, kind="work", label=f"{best.label} (then {other})")
                 return best
-        # a plot alone is not long work (GPT-SoVITS: four spectrogram images every log interval); an upload is
-        return light if light is not None and light.kind == "logging" else None
+        # a plot alone is not long work (GPT-SoVITS: four spectrogram images every log interval); an upload is, and
+        # so is the start of a logging service's run (a note: see checks.SERVICE_NOTE)
+        return light if light is not None and light.kind in ("logging", "service") else None
 
     def _other_work_after(self, stmts: list[ast.stmt], save: Site) -> str | None:
         """The long work other than checkpoint saves in ``stmts`` (the region from the statement of its first

@@ -4040,3 +4040,28 @@ def test_a_logger_that_appends_a_line_is_short() -> None:
         """)
     assert found(src) == []
     assert found(src.replace('mode="a"', 'mode="wb"')) == [(9, "rank0-long-work-before-collective")]
+
+
+def test_a_w_and_b_run_started_on_rank_0_only_is_a_note() -> None:
+    """starVLA PR 369 and bergson (collected blind in stops 38 and 35): ``wandb.init()`` under the main-process test,
+    with the other ranks gone on to the first collective. Seconds when the service answers; past the group's timeout
+    when it is slow or unreachable. A note, not a hazard; and not what a region is reported for when it also does
+    long work."""
+    src = HEAD + textwrap.dedent("""\
+        import wandb
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(model, loader, rank):
+            model = DDP(model)
+            if rank == 0:
+                wandb.init(project="p")
+            for batch in loader:
+                model(batch).sum().backward()
+        """)
+    (f,) = lint_source(src, notes=True)
+    assert (f.line, f.rule.value) == (8, "rank0-long-work-before-collective") and "wandb.init()" in f.note
+    assert list(lint_source(src)) == []
+    # the region also evaluates: that is its finding, counted
+    evaluates = src.replace('wandb.init(project="p")\n', 'wandb.init(project="p")\n        evaluate(model, val_loader)\n')
+    assert evaluates != src
+    (g,) = lint_source(evaluates, notes=True)
+    assert (g.line, g.note) == (9, "")

@@ -151,7 +151,7 @@ def measure(cache: Path | None = None) -> str:
     hazard_false = 0
     blind_hazard = sum(len(c.get("blind_false", [])) for c in load_cases() if c["rule"])
     blind_clean = [c for c in load_cases() if not c["rule"] and c.get("blind")]
-    clean_files = clean_false = famous = false_noted = real_noted = 0
+    clean_files = clean_false = famous = false_noted = real_noted = later_noted = 0
     held = [0, 0, 0]   # held-out clean files, their false reports, their real-hazard findings
     by_name = {c["file"]: c for c in load_cases()}
     lines = []
@@ -180,7 +180,11 @@ def measure(cache: Path | None = None) -> str:
             # the real hazards found in the script and in the files it imports (checked with it)
             expected = [_key(c, *x) for c in [case] + [by_name[n] for n in case.get("project", [])] for x in c["expect"]]
             # notes of a save its reader judged no hazard (a false report before notes existed, or a note judged fine)
-            false_noted += sum(1 for x in out.noted if x not in expected)
+            # (notes made since the blind run are judged here, not by a reader: counted apart)
+            later = {_key(c, *x) for c in [case] + [by_name[n] for n in case.get("project", [])]
+                     for x in c.get("notes_later", [])}
+            false_noted += sum(1 for x in out.noted if x not in expected and x not in later)
+            later_noted += sum(1 for x in out.noted if x in later)
             real = sum(1 for x in expected if x not in out.noted)
             real_noted += len(expected) - real
             famous += real
@@ -215,9 +219,11 @@ def measure(cache: Path | None = None) -> str:
                      + (f"; {later} made since (known: false_later)" if later else ""))
     table.append(f"clean scripts: {clean_files}, false reports: {clean_false} "
                  f"({clean_false / max(clean_files, 1):.2f} per script), real hazards found in them: {famous}")
-    table.append(f"  notes (rank-0 saves where nothing says the model is large, or of the trained tensors only; not "
+    table.append(f"  notes (rank-0 saves where nothing says the model is large, or of the trained tensors only, or a "
+                 f"W&B run started on rank 0 only; not "
                  f"counted above): {false_noted} "
-                 f"judged false by their readers, {real_noted} judged real")
+                 f"judged false by their readers, {real_noted} judged real, {later_noted} made since the blind run "
+                 f"(judged fine here)")
     table.append(f"  of which held out (linted once, never tuned on): {held[0]}, false reports: {held[1]}, "
                  f"real hazards found: {held[2]}")
     return "\n".join(table + lines)
