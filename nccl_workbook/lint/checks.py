@@ -1058,8 +1058,8 @@ class _RankWalk:
             f"{holds}: each rank tests the file system on its own, at its "
             + (f"own moment, and the branch itself makes `{makes}`: the ranks that look after the first one has made "
                f"it skip the branch" if makes else
-               f"own moment and on its own node, so a file made during the run (a signal file) or a folder that is not "
-               f"shared lets some ranks in and not the others"),
+               "own moment and on its own node, so a file made during the run (a signal file) or a folder that is not "
+               "shared lets some ranks in and not the others"),
             fix="test on one rank and share the answer, so that every rank takes the same branch: "
                 "`if nccl_workbook.fixes.any_rank(os.path.exists(path)):`"))
 
@@ -2421,7 +2421,6 @@ SAVE_NOTE = ("not counted as hazards: rank-0 checkpoint saves while the others w
              "(10 min by default for NCCL): then use `nccl_workbook.fixes.wait_for_main(fn)`")
 
 
-#: why a rank-0 save of the trained tensors only is a note, whatever the model's size
 #: the start of a logging service's run on some ranks only: a hazard only when the service is slow to answer
 SERVICE_NOTE = ("not counted as hazards: `wandb.init()` on rank 0 only while the others go on to their next collective: "
                 "seconds when the W&B service answers; when it is slow or unreachable rank 0 stays in it past the "
@@ -2429,6 +2428,7 @@ SERVICE_NOTE = ("not counted as hazards: `wandb.init()` on rank 0 only while the
                 "(`wandb.init(..., settings=wandb.Settings(init_timeout=60))`, falling back to `mode=\"offline\"`), "
                 "or start it before the process group")
 
+#: why a rank-0 save of the trained tensors only is a note, whatever the model's size
 SMALL_SAVE_NOTE = ("not counted as hazards: rank-0 saves of the trained tensors only (the frozen ones are left out, "
                    "`requires_grad` picks what is written: an adapter's size) while the others wait in their next "
                    "collective; a hazard only if everything trains and the model is large: then use "

@@ -286,7 +286,8 @@ def _light(site: Site) -> bool:
     """An upload, or a plot that is only a plot (``plot_spectrogram_to_numpy``; SlowFast's ``plot_eval``, which
     draws hundreds of figures over the whole evaluation, is evaluation work)."""
     parts = set(_parts(site.label.split("(")[0].rsplit(".", 1)[-1]))
-    return site.kind in ("logging", "plot", "service") or bool(_PLOT_PARTS & parts) and not (LONG_PARTS - _PLOT_PARTS) & parts
+    return site.kind in ("logging", "plot", "service") \
+        or bool(_PLOT_PARTS & parts) and not (LONG_PARTS - _PLOT_PARTS) & parts
 
 
 #: an iterable that loads data as it is walked (walking it is the work, whatever the body does)
@@ -393,8 +394,9 @@ def _spells_a_file(node: ast.AST, kinds: tuple[str, ...]) -> bool:
 
 def _lookup_name(name: str) -> bool:
     """``get_latest_checkpoint``, ``find_last_ckpt``, ``is_eval_step``, ``remove_old_checkpoints``,
-    ``load_checkpoint``, speechbrain's ``_new_checkpoint_dirpath``: a name that says it looks something up, answers a question, deletes or reads back,
-    however much its object is long work to make; or makes a name (HRM's ``coolname.generate_slug(2)``)."""
+    ``load_checkpoint``, speechbrain's ``_new_checkpoint_dirpath``: a name that says it looks something up, answers a
+    question, deletes or reads back, however much its object is long work to make; or makes a name (HRM's
+    ``coolname.generate_slug(2)``)."""
     name = name.lstrip("_")   # physicsnemo's `_get_checkpoint_filename`
     if name.rsplit(".", 1)[-1] in _DOWNLOADS:
         return False   # `get_file` fetches the file
@@ -507,7 +509,8 @@ class Site:
 
     line: int
     label: str
-    #: for long work: ``"logging"`` when it is a push to a logging service, ``"save"`` when it is a checkpoint
+    #: for long work: ``"logging"`` when it is a push to a logging service, ``"service"`` when it starts a run of
+    #: one (``wandb.init()``: a note), ``"save"`` when it is a checkpoint
     #: written on this rank (long for a large model only), else ``"work"``; for a collective:
     #: ``"gathers shards"`` for a call that is a collective because the model is sharded (a DCP state-dict
     #: getter, a sharded model's forward, DeepSpeed's and Accelerate's checkpoint saves)
@@ -1667,8 +1670,8 @@ class SourceFacts:
             inner = self.function_long_work(name)
             if inner is not None:
                 extra = "" if inner.label == label else f" (which runs {inner.label} at {inner.at})"
-                return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner) and inner.kind not in ("logging", "service")
-                            else inner.kind)
+                return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner)
+                            and inner.kind not in ("logging", "service") else inner.kind)
             return None
         ext = self.external(recv, name)
         if ext is not None:
@@ -1677,8 +1680,8 @@ class SourceFacts:
             if inner is not None:
                 inner = self._elsewhere(other, inner)
                 extra = "" if inner.label in (label, f"{func}()") else f" (which runs {inner.label} at {inner.at})"
-                return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner) and inner.kind not in ("logging", "service")
-                            else inner.kind)
+                return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner)
+                            and inner.kind not in ("logging", "service") else inner.kind)
             return None
         if _lookup_name(name) or _NOT_LONG_RECEIVER.search(recv or "-") \
                 or (name in ("eval", "train") and recv and not node.args) \
@@ -1846,7 +1849,8 @@ class SourceFacts:
 
     @staticmethod
     def _appends_a_line(call: ast.Call, defaults: dict[str, object]) -> bool:
-        """Does this ``open()`` append to a text file (mode ``"a"``, given or the default of the parameter handed to it)?"""
+        """Does this ``open()`` append to a text file (mode ``"a"``, given, or the default of the parameter handed
+        to it)?"""
         mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
         value = _const(mode) if mode is not None else "r"
         if isinstance(mode, ast.Name) and mode.id in defaults:
