@@ -37,7 +37,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -469,6 +469,10 @@ def _not_distributed_call(call: ast.Call, fn: ast.AST) -> bool:
                for p, v in bound_arguments(call, fn, with_defaults=True))
 
 
+#: the answer of a question about other files asked outside a project
+_NO_NAMES: frozenset[str] = frozenset()
+
+
 def _is_rank_name(name: str) -> bool:
     last = name.rsplit(".", 1)[-1].lower()
     return bool(_RANK_PART.search(last)) and not _NOT_RANK.search(last)
@@ -827,7 +831,7 @@ class SourceFacts:
         None`` tests the rank)? Bound so in this file, or handed in by a caller in another file."""
         return name in self.rank_objects or name in self._handed_rank_objects()
 
-    def _handed_rank_objects(self) -> set[str]:
+    def _handed_rank_objects(self) -> Set[str]:
         """Parameters of this file's functions and classes that a caller in another file of the project fills
         with one of its rank objects, and the attributes ``__init__`` keeps them in (XMem: ``logger`` made
         under ``if local_rank == 0``, then ``XMemTrainer(config, logger=logger)``; the trainer's ``if
@@ -835,7 +839,7 @@ class SourceFacts:
         return self._handed("handed_rank_objects", lambda other, a: dotted(a) in other.rank_objects,
                             lambda other: bool(other.rank_objects))
 
-    def _handed_rank_values(self) -> set[str]:
+    def _handed_rank_values(self) -> Set[str]:
         """Parameters of this file's functions and classes that a caller in another file of the project fills
         with one of its rank values, and the attributes ``__init__`` keeps them in (PELICAN: ``device_id =
         int(os.environ["LOCAL_RANK"])``, then ``Trainer(..., device_id, ...)``; the trainer's ``if
@@ -843,10 +847,13 @@ class SourceFacts:
         return self._handed("handed_rank_values", lambda other, a: other.is_rank_value(a))
 
     def _handed(self, what: str, counts: Callable[[SourceFacts, ast.expr], bool],
-                worth: Callable[[SourceFacts], bool] = lambda other: True) -> set[str]:
+                worth: Callable[[SourceFacts], bool] = lambda other: True) -> Set[str]:
+        """The parameters (and the attributes ``__init__`` keeps them in) that callers in other files fill with an
+        argument ``counts`` accepts; none outside a project (asked for every name while the file is indexed: no new
+        set each time)."""
         key = (what, "")
         if self.project is None:
-            return set()
+            return _NO_NAMES
         if key not in self.memo:
             out: set[str] = set()
             self.memo[key] = out
