@@ -49,6 +49,8 @@ __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", 
 MAX_LOADER_FRACTION: float = inspect.signature(loader_problems).parameters["max_fraction"].default
 
 _NAN = re.compile(r"isnan|isinf|isfinite|\bnan\b|\binf\b", re.IGNORECASE)
+#: a value computed by a NaN test (not a NaN or an infinity kept as a starting value: ``best = float("inf")``)
+_NAN_TEST = re.compile(r"\bis_?(nan|inf|finite)\(", re.IGNORECASE)
 _DATA_NAME = re.compile(r"(batch|loss|local|metric|output|pred|sample|result|item|record|example|token|grad|inputs|"
                         r"\btargets?\b|\blabels?\b)", re.IGNORECASE)
 _EMPTY_TEST = re.compile(r"^not |is None|is False\b|len\(|== 0\b|numel\(\)|nelement\(\)|< 1\b")
@@ -635,6 +637,54 @@ def _is_data_condition(test: ast.AST) -> bool:
     return bool(_NAN.search(text)) or (bool(_DATA_NAME.search(text)) and bool(_EMPTY_TEST.search(text)))
 
 
+def _nan_flag(f: SourceFacts, stmt: ast.If, term: ast.AST | None = None, depth: int = 2) -> ast.Assign | None:
+    """The assignment of a flag the test (or one term of it) reads, which the function set from a NaN test of
+    this rank's own values before it (Neuron_SP's ``_step_has_nan = not math.isfinite(step_loss)``, then
+    ``_should_skip = _should_skip or _step_has_nan`` and ``if not _should_skip: <the optimizer's
+    reduce-scatter>``), or None. A flag agreed over the ranks (all-reduced, or set from a collective's result) is
+    the same everywhere and does not count."""
+    fn = f.enclosing_function(stmt)
+    names = {n.id for n in subtree(term if term is not None else stmt.test) if isinstance(n, ast.Name)}
+    if not names:
+        return None
+    found = _set_from_nan(f, fn, names, stmt.lineno, depth)
+    return found if found is not None and not _agreed(f, names, stmt.lineno, fn) else None
+
+
+def _assigns_by_name(f: SourceFacts, fn: ast.AST | None) -> dict[str, list[ast.Assign]]:
+    """The function's (or the module's) plain assignments, by the names they bind: found once per function."""
+    key = ("assigns_by_name", str(id(fn)))
+    if key not in f.memo:
+        out: dict[str, list[ast.Assign]] = {}
+        for n in walk_local(fn if fn is not None else f.tree):
+            if isinstance(n, ast.Assign):
+                for name in {x for t in n.targets for x in target_names(t)}:
+                    out.setdefault(name, []).append(n)
+        f.memo[key] = out
+    return f.memo[key]   # type: ignore[return-value]
+
+
+def _set_from_nan(f: SourceFacts, fn: ast.AST | None, names: set[str], before: int, depth: int) -> ast.Assign | None:
+    """The last binding before ``before`` of one of ``names`` whose value tests for NaN itself, or reads a name
+    bound so in turn (``depth`` steps); a value agreed over the ranks stops the search."""
+    assigns = _assigns_by_name(f, fn)
+    for name in sorted(names):
+        prior = [a for a in assigns.get(name, []) if a.lineno < before]
+        if not prior or _agreed(f, {name}, before, fn):
+            continue
+        last = max(prior, key=lambda a: a.lineno)
+        # (a NaN test of the gradients' norm after DDP averaged them is the same on every rank: Tacotron 2's
+        # `is_overflow = math.isnan(grad_norm)`)
+        if _NAN_TEST.search(_without_shared(ast.unparse(last.value))):
+            return last
+        # the names the value reads that the function binds are followed (`_should_skip or _step_has_nan`: what
+        # `_step_has_nan` holds decides, which may be an agreed value)
+        bound = {x.id for x in subtree(last.value) if isinstance(x, ast.Name) and x.id in assigns} - {name}
+        if depth > 1 and bound and (found := _set_from_nan(f, fn, bound, last.lineno, depth - 1)) is not None:
+            return found
+    return None
+
+
 #: the condition a region runs under: its line, its text, and the tests that hold on every rank together
 #: inside it (see :func:`_escapes`)
 Where = tuple[int, str, tuple[str, ...]]
@@ -811,7 +861,8 @@ class _RankWalk:
             else:
                 text = ast.unparse(stmt.test)
                 kept = _without_shared(text)
-                if where is None and _DATA_NAME.search(kept) and _LOCAL_COUNT_TEST.search(kept):
+                if where is None and (_DATA_NAME.search(kept) and _LOCAL_COUNT_TEST.search(kept)
+                                      or _nan_flag(f, stmt) is not None):
                     self.data_branch(stmt)
                 elif where is None and _reads_files(f, stmt.test):
                     self.file_branch(stmt)
@@ -1010,10 +1061,12 @@ class _RankWalk:
             return   # an `elif`: its own test is walked as an `if`
         if not _tests_local_data(self.f, stmt):
             return
+        flag = _nan_flag(self.f, stmt)
+        origin = "" if flag is None else f" (set from `{_cond_text(flag.value)}` at line {flag.lineno})"
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}), a test of this rank's own "
-            f"data, {holds}"))
+            f"data{origin}, {holds}"))
 
     def _one_side(self, stmt: ast.If, rest: list[ast.stmt]) -> tuple[Site, str] | None:
         """The first collective of the ``if``'s body, or of ``rest`` (its ``else``), when only one of them has
@@ -1071,7 +1124,7 @@ class _RankWalk:
             return
         rank_cond = f.rank_branch(stmt)
         data_cond = not rank_cond and not _tests_bool_parameters(f, stmt) and (
-            _is_data_condition(stmt.test) and not _none_for_a_shared_reason(f, stmt)
+            (_is_data_condition(stmt.test) or _nan_flag(f, stmt) is not None) and not _none_for_a_shared_reason(f, stmt)
                                        and not _counts_a_shared_list(f, stmt)
                                        and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
                                                        stmt.lineno, f.enclosing_function(stmt))
@@ -2643,6 +2696,8 @@ def _tests_local_data(f: SourceFacts, stmt: ast.If) -> bool:
         text = _without_shared(ast.unparse(term))
         if not (_DATA_NAME.search(text) and (_LOCAL_COUNT_TEST.search(text) or _EMPTY_TEST.search(text))
                 or _NAN.search(text)):
+            if _nan_flag(f, stmt, term) is not None:
+                return True
             continue
         names = {n.id for n in subtree(term) if isinstance(n, ast.Name)} - {"len"}
         if names <= settings or " is " in text and all(_set_alike(f, name, fn) for name in names):

@@ -4065,3 +4065,42 @@ def test_a_w_and_b_run_started_on_rank_0_only_is_a_note() -> None:
     assert evaluates != src
     (g,) = lint_source(evaluates, notes=True)
     assert (g.line, g.note) == (9, "")
+
+
+def test_a_skip_flag_set_from_this_ranks_nan_loss() -> None:
+    """Neuron_SP issue 154 (collected blind in stop 37): ``_step_has_nan = not math.isfinite(step_loss)``, then
+    ``_should_skip = _should_skip or _step_has_nan`` and ``if not _should_skip:`` around the step's collectives. The
+    flag is this rank's own: the rank whose loss is NaN skips what the others call."""
+    src = HEAD + textwrap.dedent("""\
+        import math
+        def train(model, loader):
+            for batch in loader:
+                loss = model(batch)
+                step_loss = loss.item()
+                _step_has_nan = not math.isfinite(step_loss)
+                _should_skip = False
+                _should_skip = _should_skip or _step_has_nan
+                if not _should_skip:
+                    dist.all_reduce(loss)
+        """)
+    (f,) = lint_source(src)
+    assert (f.line, f.rule.value) == (12, "uneven-collective-count")
+    assert "`not _should_skip` (line 11)" in f.message and "set from `not math.isfinite(step_loss)` at line 8" in f.message
+    # one step: the flag tested as it is set
+    direct = src.replace("        _should_skip = _should_skip or _step_has_nan\n", "").replace(
+        "        _should_skip = False\n", "").replace("not _should_skip", "not _step_has_nan")
+    assert found(direct) == [(10, "uneven-collective-count")]
+    # the same flag agreed over the ranks first, or set from no NaN test, is the same everywhere
+    agreed = src.replace("        _should_skip = False\n",
+                         "        flag = torch.tensor(float(_step_has_nan))\n        dist.all_reduce(flag)\n"
+                         "        _step_has_nan = bool(flag.item())\n        _should_skip = False\n")
+    assert agreed != src and found(agreed) == []
+    plain = src.replace("not math.isfinite(step_loss)", "step_loss > 100.0").replace("_step_has_nan", "_too_big")
+    assert found(plain) == []
+    # Tacotron 2 (held-out round 13): a NaN test of the gradients' norm, which DDP averaged, holds on every rank alike
+    norm = src.replace("step_loss = loss.item()", "grad_norm = clip_grad_norm_(model.parameters(), 1.0)").replace(
+        "not math.isfinite(step_loss)", "math.isnan(grad_norm)")
+    assert norm.count("grad_norm") == 3 and found(norm) == []
+    # `nan_to_num` is a conversion, not a test
+    assert found(direct.replace("not math.isfinite(step_loss)", "torch.nan_to_num(loss).sum() > 0").replace(
+        "_step_has_nan", "_positive")) == []
