@@ -1038,6 +1038,12 @@ class SourceFacts:
                 return Site(line, f"{label} (which reaches {inner.label} at {inner.at})",
                             reaches=0 if inner.path else inner.reaches or inner.line)
             return None
+        if name == "apply" and recv[:1].isupper() and "." not in recv:
+            # a torch.autograd.Function's forward, run by `apply` (weaver's `AllGather.apply(model(*inputs))`,
+            # held-out round 51; contrastive learning's GatherLayer): the collectives it calls
+            inner = self._autograd_forward_collective(recv)
+            if inner is not None:
+                return Site(line, f"{label} (whose forward reaches {inner.label} at {inner.at})", kind=inner.kind)
         if name[:1].isupper() and (not recv or recv in self.import_from) and name not in DATA_PARALLEL_NAMES:
             # an object of a class of this file or of the project, whose constructor reaches a collective
             inner = self._constructor_collective(f"{recv}.{name}" if recv else name)
@@ -1271,6 +1277,24 @@ class SourceFacts:
             return None
         found = next((n for n in other.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None)
         return (other, found) if found is not None else None
+
+    def _autograd_forward_collective(self, name: str) -> Site | None:
+        """The first collective the ``forward`` of a ``torch.autograd.Function`` subclass of this file or of the
+        project reaches, or None."""
+        key = ("autograd forward collective", name)
+        if key in self.memo:
+            return self.memo[key]   # type: ignore[return-value]
+        self.memo[key] = None   # recursion guard
+        found = self.class_def(name)
+        site: Site | None = None
+        if found is not None and any(dotted(b).rsplit(".", 1)[-1] == "Function" for b in found[1].bases):
+            other, cls = found
+            fwd = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward"), None)
+            site = other.first_collective(fwd.body) if fwd is not None else None
+            if site is not None and other is not self:
+                site = self._elsewhere(other, site)
+        self.memo[key] = site
+        return site
 
     def _constructor_collective(self, name: str) -> Site | None:
         """The first collective the ``__init__`` of a class of this file or of the project reaches (bergson's

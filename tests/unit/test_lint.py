@@ -4104,3 +4104,56 @@ def test_a_skip_flag_set_from_this_ranks_nan_loss() -> None:
     # `nan_to_num` is a conversion, not a test
     assert found(direct.replace("not math.isfinite(step_loss)", "torch.nan_to_num(loss).sum() > 0").replace(
         "_step_has_nan", "_positive")) == []
+
+
+def test_held_out_round_fifty_one() -> None:
+    """InsightFace and weaver (held-out round 51)."""
+    # InsightFace's partial FC: both sides of the rank test call the same reduce, so every rank makes the same ones
+    reduces = HEAD + textwrap.dedent("""\
+        def backward(grad_list, grad_out):
+            rank = dist.get_rank()
+            ops = [dist.reduce(grad_out, rank, async_op=True) if i == rank
+                   else dist.reduce(grad_list[i], i, async_op=True) for i in range(dist.get_world_size())]
+        """)
+    assert found(reduces) == []
+    one_sided = reduces.replace("else dist.reduce(grad_list[i], i, async_op=True)", "else None")
+    assert found(one_sided) == [(5, "collective-in-rank-branch")]
+    # the epoch read back from this rank's own checkpoint, written by every rank at the same epoch, is alike
+    resume = HEAD + textwrap.dedent("""\
+        def train(model, loader, rank, epochs):
+            start_epoch = 0
+            ckpt = torch.load(f"checkpoint_gpu_{rank}.pt")
+            start_epoch = ckpt["epoch"]
+            for epoch in range(start_epoch, epochs):
+                for x in loader:
+                    model(x).sum().backward()
+                    dist.all_reduce(x)
+        """)
+    assert found(resume) == []
+    # a file of this rank's own data is a share
+    assert found(resume.replace("checkpoint_gpu_", "samples_gpu_")) == [(10, "uneven-collective-count")]
+    # weaver: an autograd Function's forward gathers; run on rank 0 only, nobody else joins it
+    gather = HEAD + textwrap.dedent("""\
+        class AllGather(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                out = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+                dist.all_gather(out, x)
+                return torch.cat(out)
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        def evaluate(model, loader):
+            for x in loader:
+                scores = AllGather.apply(model(x))
+
+        def main(model, loader):
+            if dist.get_rank() == 0:
+                evaluate(model, loader)
+        """)
+    (f,) = lint_source(gather)
+    assert (f.line, f.rule.value) == (20, "collective-in-rank-branch")
+    assert "AllGather.apply() (whose forward reaches dist.all_gather() at line 7)" in f.message
+    assert found(gather.replace("dist.all_gather(out, x)", "out = [x]")) == []
