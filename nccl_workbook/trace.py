@@ -295,6 +295,8 @@ class Tracer:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._originals: dict[tuple[object, str], Callable[..., Any]] = {}
+        #: async collectives not yet closed: id(row) -> (row, its future); one entry per collective in flight
+        self._pending: dict[int, tuple[TraceRow, Any]] = {}
 
     # -- steps and regions ---------------------------------------------------------------------
     @contextlib.contextmanager
@@ -311,6 +313,7 @@ class Tracer:
             status = classify_error(type(e).__name__, str(e)).value
             raise
         finally:
+            self._settle_finished()
             t1 = time.time_ns()
             self._close_last("step", index, t1, status)
             if status == "ok":
@@ -456,16 +459,43 @@ class Tracer:
         return traced
 
     def _close_when_done(self, row: TraceRow, work: Any) -> None:
+        fut = work.get_future()
+        with self._lock:
+            self._pending[id(row)] = (row, fut)
+
         def done(fut: Any) -> Any:
             try:
                 value = fut.value()
             except BaseException as e:  # the collective failed
-                self._replace(row, t_end_ns=time.time_ns(), status=classify_error(type(e).__name__, str(e)).value)
+                self._close_pending(row, classify_error(type(e).__name__, str(e)).value)
                 raise
-            self._replace(row, t_end_ns=time.time_ns(), status="ok")
+            self._close_pending(row, "ok")
             return value
 
-        work.get_future().then(done)
+        fut.then(done)
+
+    def _close_pending(self, row: TraceRow, status: str) -> None:
+        """Close an async collective's row once: from its future's callback, or at the end of the step."""
+        with self._lock:
+            if self._pending.pop(id(row), None) is None:
+                return   # already closed
+        self._replace(row, t_end_ns=time.time_ns(), status=status)
+
+    def _settle_finished(self) -> None:
+        """Close the rows of async collectives whose future is done. Its callback may run after the caller's own
+        wait returned (DDP waits on its comm hook's future, and the callbacks of a completed future run after the
+        waiters are woken), so a step could end with a finished all-reduce still marked running."""
+        with self._lock:
+            pending = list(self._pending.values())
+        for row, fut in pending:
+            if not fut.done():
+                continue
+            try:
+                fut.value()
+            except BaseException as e:  # noqa: BLE001 - the collective failed: its status says how
+                self._close_pending(row, classify_error(type(e).__name__, str(e)).value)
+            else:
+                self._close_pending(row, "ok")
 
     def _note_group(self, pg: str, group: Any) -> None:
         """Remember the group's timeout (seconds; None where torch does not say) and pass it to

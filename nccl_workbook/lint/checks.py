@@ -3255,6 +3255,28 @@ def _handed_on(f: SourceFacts, handler: ast.ExceptHandler) -> bool:
     return False
 
 
+def _asks_the_group_next(f: SourceFacts, node: ast.Try) -> bool:
+    """Does the statement right after the ``try`` ask the default group for the world size or the rank, on every
+    path (Adan's MAE ``init_distributed_ddpjob``: ``except Exception: world_size, rank = 1, 0``, then
+    ``world_size = dist.get_world_size()``, held-out round 52)? On a rank whose start failed that raises: the rank
+    ends there, as it would without the ``except``; it does not go on alone."""
+    stmt: ast.AST = node
+    nxt: ast.stmt | None = None
+    while nxt is None:
+        where = f.parents.get(id(stmt))
+        if where is None:
+            return False
+        block, index, owner = where
+        nxt = block[index + 1] if index + 1 < len(block) else None
+        if nxt is None and not isinstance(owner, (ast.If, ast.With)):
+            return False
+        stmt = owner   # the last statement of an `if not dist.is_initialized():` block: what follows the `if`
+    if isinstance(nxt, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match)):
+        return False
+    return any(isinstance(c, ast.Call) and call_name(c)[1] in ("get_world_size", "get_rank")
+               and f.resolves_to_dist(call_name(c)[0]) for c in walk_local(nxt))
+
+
 def check_exceptions(f: SourceFacts) -> list[RawFinding]:
     """``exception-on-one-rank``: a handler around a collective or a training step that lets the rank go on."""
     out: list[RawFinding] = _retried_steps(f)
@@ -3317,6 +3339,8 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                 if _init_call(handler.body) is not None or f.enclosing_loop(node) is not None:
                     # a retry: physicsnemo's `except TypeError:` (no `device_id` before torch 2.3) starts again
                     # without it, Jukebox tries n times and then raises; every rank gets there alike
+                    continue
+                if _asks_the_group_next(f, node):
                     continue
                 out.append(RawFinding(
                     Rule.EXCEPTION_ON_ONE_RANK, handler.lineno,

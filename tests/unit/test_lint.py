@@ -4182,3 +4182,25 @@ def test_held_out_round_fifty_two() -> None:
     assert changed != src and found(changed) == [(11, "uneven-collective-count")]
     data = src.replace("self._replicate_mesh is None or not self._replicate_mesh_grad_sync", "not self.local_batches")
     assert found(data) == [(11, "uneven-collective-count")]
+
+
+def test_a_failed_start_that_asks_the_group_next_ends_the_rank() -> None:
+    """Adan's MAE (held-out round 52): ``except Exception`` around ``init_process_group``, then
+    ``dist.get_world_size()`` right after: a rank whose start failed raises there, as it would without the
+    ``except``; it does not go on alone."""
+    src = HEAD + textwrap.dedent("""\
+        def init_distributed(args):
+            if not dist.is_initialized():
+                try:
+                    dist.init_process_group(backend="nccl")
+                except Exception:
+                    world_size, rank = 1, 0
+                    print("distributed training not available")
+            world_size = dist.get_world_size()
+            rank = dist.get_rank()
+            return world_size, rank
+        """)
+    assert found(src) == []
+    # what follows does not ask the group: the failed rank goes on as a job of its own
+    alone = src.replace("    world_size = dist.get_world_size()\n", "    world_size = int(args.world_size)\n")
+    assert alone != src and found(alone) == [(7, "exception-on-one-rank")]
