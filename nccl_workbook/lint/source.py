@@ -1281,34 +1281,27 @@ class SourceFacts:
     def _autograd_forward_collective(self, name: str) -> Site | None:
         """The first collective the ``forward`` of a ``torch.autograd.Function`` subclass of this file or of the
         project reaches, or None."""
-        key = ("autograd forward collective", name)
-        if key in self.memo:
-            return self.memo[key]   # type: ignore[return-value]
-        self.memo[key] = None   # recursion guard
-        found = self.class_def(name)
-        site: Site | None = None
-        if found is not None and any(dotted(b).rsplit(".", 1)[-1] == "Function" for b in found[1].bases):
-            other, cls = found
-            fwd = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward"), None)
-            site = other.first_collective(fwd.body) if fwd is not None else None
-            if site is not None and other is not self:
-                site = self._elsewhere(other, site)
-        self.memo[key] = site
-        return site
+        return self._method_collective(name, "forward", autograd_function=True)
 
     def _constructor_collective(self, name: str) -> Site | None:
         """The first collective the ``__init__`` of a class of this file or of the project reaches (bergson's
         ``MemmapSequenceScoreWriter(...)``, whose constructor ends in ``dist.barrier()``), or None."""
-        key = ("constructor collective", name)
+        return self._method_collective(name, "__init__")
+
+    def _method_collective(self, name: str, method: str, *, autograd_function: bool = False) -> Site | None:
+        """The first collective one method of a class of this file or of the project reaches, or None; with
+        ``autograd_function``, only for a subclass of ``torch.autograd.Function``."""
+        key = (f"{method} collective", name)
         if key in self.memo:
             return self.memo[key]   # type: ignore[return-value]
         self.memo[key] = None   # recursion guard
         found = self.class_def(name)
         site: Site | None = None
-        if found is not None:
+        if found is not None and (not autograd_function
+                                  or any(dotted(b).rsplit(".", 1)[-1] == "Function" for b in found[1].bases)):
             other, cls = found
-            init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None)
-            site = other.first_collective(init.body) if init is not None else None
+            fn = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == method), None)
+            site = other.first_collective(fn.body) if fn is not None else None
             if site is not None and other is not self:
                 site = self._elsewhere(other, site)
         self.memo[key] = site
