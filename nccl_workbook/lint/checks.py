@@ -631,29 +631,35 @@ def _tests_bool_parameters(f: SourceFacts, stmt: ast.If) -> bool:
 def _constructor_settings(f: SourceFacts, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """The attributes (``self.x``) of the method's class that only its ``__init__`` sets, each straight from a
     parameter typed ``bool`` or given a literal default (``replicate_mesh: DeviceMesh | None = None``): how the
-    object was configured, the same on every rank that builds it alike."""
-    key = ("constructor_settings", str(id(fn)))
+    object was configured, the same on every rank that builds it alike. Found once per class."""
+    if ("method_class", "") not in f.memo:   # each method's class, found once per file
+        f.memo[("method_class", "")] = {id(b): c for c in f.nodes if isinstance(c, ast.ClassDef) for b in c.body
+                                        if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    cls = f.memo[("method_class", "")].get(id(fn))   # type: ignore[attr-defined]
+    if cls is None:
+        return frozenset()
+    key = ("constructor_settings", str(id(cls)))
     if key in f.memo:
         return f.memo[key]   # type: ignore[return-value]
-    cls = next((c for c in f.nodes if isinstance(c, ast.ClassDef) and fn in c.body), None)
     out: set[str] = set()
-    if cls is not None:
-        init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None)
-        if init is not None:
-            defaults = dict(_param_defaults(init))
-            params = {a.arg for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs
-                      if a.annotation is not None and dotted(a.annotation) == "bool"
-                      or isinstance(defaults.get(a.arg), ast.Constant)}
-            for n in walk_local(init):
-                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.Name) \
-                        and n.value.id in params and dotted(n.targets[0]).startswith("self."):
-                    out.add(dotted(n.targets[0]))
-            # set again in another method: not a setting any more
-            for method in (b for b in cls.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b is not init):
-                for n in walk_local(method):
-                    targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
-                        n, (ast.AugAssign, ast.AnnAssign)) else []
-                    out -= {dotted(t) for t in targets}
+    init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None)
+    if init is not None:
+        defaults = dict(_param_defaults(init))
+        params = {a.arg for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs
+                  if a.annotation is not None and dotted(a.annotation) == "bool"
+                  or isinstance(defaults.get(a.arg), ast.Constant)}
+        for n in walk_local(init):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.Name) \
+                    and n.value.id in params and dotted(n.targets[0]).startswith("self."):
+                out.add(dotted(n.targets[0]))
+        # set again in another method: not a setting any more
+        for method in (b for b in cls.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b is not init):
+            if not out:
+                break
+            for n in walk_local(method):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                    n, (ast.AugAssign, ast.AnnAssign)) else []
+                out -= {dotted(t) for t in targets}
     result = frozenset(out)
     f.memo[key] = result
     return result
@@ -707,17 +713,19 @@ def _set_from_nan(f: SourceFacts, fn: ast.AST | None, names: set[str], before: i
     assigns = _assigns_by_name(f, fn)
     for name in sorted(names):
         prior = [a for a in assigns.get(name, []) if a.lineno < before]
-        if not prior or _agreed(f, {name}, before, fn):
+        if not prior:
             continue
         last = max(prior, key=lambda a: a.lineno)
         # (a NaN test of the gradients' norm after DDP averaged them is the same on every rank: Tacotron 2's
         # `is_overflow = math.isnan(grad_norm)`)
-        if _NAN_TEST.search(_without_shared(ast.unparse(last.value))):
-            return last
+        found: ast.Assign | None = last if _NAN_TEST.search(_without_shared(ast.unparse(last.value))) else None
         # the names the value reads that the function binds are followed (`_should_skip or _step_has_nan`: what
         # `_step_has_nan` holds decides, which may be an agreed value)
         bound = {x.id for x in subtree(last.value) if isinstance(x, ast.Name) and x.id in assigns} - {name}
-        if depth > 1 and bound and (found := _set_from_nan(f, fn, bound, last.lineno, depth - 1)) is not None:
+        if found is None and depth > 1 and bound:
+            found = _set_from_nan(f, fn, bound, last.lineno, depth - 1)
+        # (asked last: whether the name was agreed over the ranks walks the whole function)
+        if found is not None and not _agreed(f, {name}, before, fn):
             return found
     return None
 
