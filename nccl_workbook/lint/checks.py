@@ -821,7 +821,11 @@ class _RankWalk:
                 self.main_leaves(stmt, leaving, stmts[i + 1:])
                 continue   # the usual run: every rank goes on
             if isinstance(stmt, ast.If) and not stmt.orelse and self.f.rank_branch(stmt) \
-                    and not _constant_parameter(self.f, stmt):
+                    and not _constant_parameter(self.f, stmt) and not (
+                        isinstance(loop := self.f.enclosing_loop(stmt), (ast.For, ast.AsyncFor))
+                        and _skips_round_robin(self.f, stmt, loop)):
+                # (a round-robin deal, `if i % world != rank: continue`, is every rank's turn at its own items: the
+                # rest of the pass is no rank-only region; how many items each rank gets is round_robin_skip's)
                 exit_stmt = _exits(stmt.body)
                 if isinstance(exit_stmt, (ast.Return, ast.Continue)) and i + 1 < len(stmts):
                     rest = stmts[i + 1:]
@@ -1186,6 +1190,8 @@ class _RankWalk:
                                                        stmt.lineno, f.enclosing_function(stmt))
                                        or isinstance(exit_stmt, ast.Break) and (_per_rank_statistic(f, stmt) is not None
                                                                                 or _reads_the_clock(f, stmt)))
+        if isinstance(exit_stmt, ast.Continue) and rank_cond and not _under_join(f, stmt):
+            self.round_robin_skip(stmt, exit_stmt)
         if (isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or
                 isinstance(exit_stmt, ast.Continue) and data_cond) and not _under_join(f, stmt):
             # (DDP's join() shadows the collectives of the ranks that run fewer passes)
@@ -1205,6 +1211,29 @@ class _RankWalk:
                     Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
                     f"`return` when `{_cond_text(stmt.test)}` (a per-rank value) skips {site.label} at line "
                     f"{site.line}, which the other ranks still call"))
+
+    def round_robin_skip(self, stmt: ast.If, exit_stmt: ast.Continue) -> None:
+        """``for i, ex in enumerate(examples): if i % world != rank: continue`` and then a collective in the pass
+        (gradient-garden's HellaSwag evaluation, a forward of its FSDP model per example; collected blind in stop
+        39): the items are dealt round-robin, so when their number is not a multiple of the world size the first
+        ranks make one pass more. (A DDP model's forward under ``no_grad`` is no collective: build-nanogpt's.)"""
+        f = self.f
+        loop = f.enclosing_loop(stmt)
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not _skips_round_robin(f, stmt, loop) \
+                or _ENDLESS.search(ast.unparse(loop.iter)) or _padded_to_a_multiple(f, loop):
+            return
+        site = _collective_skipped(f, loop, exit_stmt)
+        if f._may_shard_here():   # a forward of a model sharded in another file: the pass's first collective
+            after = [st for st in loop.body if st.lineno > exit_stmt.lineno]
+            forward = _model_forward(f, after)
+            site = min((x for x in (site, forward) if x is not None), key=lambda x: x.line, default=None)
+        if site is None or _point_to_point(site):
+            return
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
+            f"`continue` when `{_cond_text(stmt.test)}` deals the items of the loop at line {loop.lineno} round-robin: "
+            f"when their number is not a multiple of the world size, the first ranks reach {site.label} at {site.at} "
+            f"once more than the others"))
 
     def main_leaves(self, stmt: ast.If, leaving: ast.Return, rest: list[ast.stmt]) -> None:
         """The main rank returns in a mode the others do not leave in (see :func:`_main_leaves_in_a_mode`),
@@ -1681,6 +1710,37 @@ def _collective_beside(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Si
                 return site
         return None
     return search(loop.body)  # type: ignore[attr-defined]
+
+
+#: an iterable that does not end: a round-robin deal over it gives every rank a pass forever
+_ENDLESS = re.compile(r"\b(cycle|count|repeat)\(|\binfinite|\bendless")
+
+
+def _skips_round_robin(f: SourceFacts, stmt: ast.If, loop: ast.For | ast.AsyncFor) -> bool:
+    """Is the test ``i % world != rank`` (or ``rank != i % world``), with ``i`` a name the loop binds?"""
+    loop_vars = {n.id for n in subtree(loop.target) if isinstance(n, ast.Name)}
+    test = stmt.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)):
+        return False
+    for a, b in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+        if isinstance(a, ast.BinOp) and isinstance(a.op, ast.Mod) and isinstance(a.left, ast.Name) \
+                and a.left.id in loop_vars and f.is_rank_value(b):
+            return True
+    return False
+
+
+def _padded_to_a_multiple(f: SourceFacts, loop: ast.For | ast.AsyncFor) -> bool:
+    """Does the function take ``len(items) % ...`` of what the loop walks before it (AQLM's perplexity evaluation:
+    ``num_padding_sequences = -len(inps) % world_size`` and ``inps.extend(...)``, held-out round 46): the items
+    are padded to a multiple of the world size, so a round-robin deal gives every rank as many."""
+    walked = {n.id for n in subtree(loop.iter) if isinstance(n, ast.Name)}
+    scope = f.enclosing_function(loop)
+    for n in walk_local(scope if scope is not None else f.tree):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and getattr(n, "lineno", loop.lineno) < loop.lineno \
+                and any(isinstance(c, ast.Call) and call_name(c)[1] == "len" and c.args
+                        and isinstance(c.args[0], ast.Name) and c.args[0].id in walked for c in subtree(n.left)):
+            return True
+    return False
 
 
 def _collective_skipped(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Site | None:

@@ -4204,3 +4204,39 @@ def test_a_failed_start_that_asks_the_group_next_ends_the_rank() -> None:
     # what follows does not ask the group: the failed rank goes on as a job of its own
     alone = src.replace("    world_size = dist.get_world_size()\n", "    world_size = int(args.world_size)\n")
     assert alone != src and found(alone) == [(7, "exception-on-one-rank")]
+
+
+def test_a_round_robin_skip_before_a_sharded_forward() -> None:
+    """gradient-garden (collected blind in stop 39, fix 4cac9e4 "avoid lock in FSDP"): the HellaSwag examples are
+    dealt round-robin with ``if i % world != rank: continue``, and each runs a forward of the FSDP model. When their
+    number is not a multiple of the world size, the first ranks make one all-gather more."""
+    share = textwrap.dedent("""\
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        def main(model, loader, examples, rank, world):
+            model = FSDP(model)
+            for x in loader:
+                model(x).sum().backward()
+            for i, ex in enumerate(examples):
+                if i % world != rank:
+                    continue
+                logits = model(ex)
+        """)
+    (f,) = lint_source(share)
+    assert (f.line, f.rule.value) == (10, "uneven-collective-count") and "round-robin" in f.message
+    # an explicit collective per item does the same without FSDP
+    explicit = share.replace("from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n", "").replace(
+        "    model = FSDP(model)\n", "").replace("logits = model(ex)", "dist.all_reduce(ex)")
+    assert found(explicit) == [(8, "uneven-collective-count")]
+    # items dealt from an endless stream: every rank always has a next one
+    assert found(explicit.replace("enumerate(examples)", "enumerate(itertools.cycle(examples))")) == []
+    # a collective before the skip is reached by every rank on every pass
+    before = explicit.replace("        if i % world != rank:\n", "        dist.barrier()\n        if i % world != rank:\n"
+                              ).replace("            continue\n        dist.all_reduce(ex)\n", "            continue\n")
+    assert before != explicit and found(before) == []
+    # AQLM (held-out round 46): the items padded to a multiple of the world size first, so every rank gets as many
+    padded = explicit.replace("    for i, ex in enumerate(examples):\n",
+                              "    examples.extend([examples[-1]] * (-len(examples) % world))\n"
+                              "    for i, ex in enumerate(examples):\n")
+    assert padded != explicit and found(padded) == []
