@@ -10,6 +10,7 @@ shared cluster (below) is not a leftover; it is stopped, and checked, when the s
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -27,6 +28,9 @@ os.environ["NCCL_WORKBOOK_HOME"] = _HOME  # engines, kernels inherit it; removed
 _TMP = tempfile.mkdtemp(prefix="nccl-workbook-tmp-", dir=_BASE)
 os.environ["TMPDIR"] = _TMP
 tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+# also when the session never finishes (a usage error ends pytest before pytest_sessionfinish): not left in /tmp
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
+atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from nccl_workbook.cluster import SHARED_ENV, RankCluster  # noqa: E402
