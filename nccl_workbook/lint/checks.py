@@ -1223,7 +1223,9 @@ class _RankWalk:
                 or _ENDLESS.search(ast.unparse(loop.iter)) or _padded_to_a_multiple(f, loop):
             return
         site = _collective_skipped(f, loop, exit_stmt)
-        if f._may_shard_here():   # a forward of a model sharded in another file: the pass's first collective
+        # a forward of a model whose parameters are partitioned (FSDP, ZeRO-3; not ZeRO-1/2, whose forward is
+        # local): the pass's first collective
+        if f.partitioned or f.project is not None and f.project.any_named(lambda g: g.partitioned):
             after = [st for st in loop.body if st.lineno > exit_stmt.lineno]
             forward = _model_forward(f, after)
             site = min((x for x in (site, forward) if x is not None), key=lambda x: x.line, default=None)

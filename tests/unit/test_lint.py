@@ -4240,3 +4240,9 @@ def test_a_round_robin_skip_before_a_sharded_forward() -> None:
                               "    examples.extend([examples[-1]] * (-len(examples) % world))\n"
                               "    for i, ex in enumerate(examples):\n")
     assert padded != explicit and found(padded) == []
+    # a model wrapped elsewhere, in a file that says DeepSpeed but not that parameters are partitioned (ZeRO-1/2):
+    # its forward is local, not a collective of the pass
+    zero2 = share.replace("from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n",
+                          "# launched with deepspeed, ZeRO stage 2\n").replace("    model = FSDP(model)\n", "")
+    assert zero2 != share and found(zero2) == []
+    assert found(zero2.replace("ZeRO stage 2", "zero3")) == [(9, "uneven-collective-count")]
