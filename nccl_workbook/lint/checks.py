@@ -632,11 +632,8 @@ def _constructor_settings(f: SourceFacts, fn: ast.FunctionDef | ast.AsyncFunctio
     """The attributes (``self.x``) of the method's class that only its ``__init__`` sets, each straight from a
     parameter typed ``bool`` or given a literal default (``replicate_mesh: DeviceMesh | None = None``): how the
     object was configured, the same on every rank that builds it alike. Found once per class."""
-    if ("method_class", "") not in f.memo:   # each method's class, found once per file
-        f.memo[("method_class", "")] = {id(b): c for c in f.nodes if isinstance(c, ast.ClassDef) for b in c.body
-                                        if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    cls = f.memo[("method_class", "")].get(id(fn))   # type: ignore[attr-defined]
-    if cls is None:
+    cls = f.parents.get(id(fn), (None, None, None))[2]
+    if not isinstance(cls, ast.ClassDef):
         return frozenset()
     key = ("constructor_settings", str(id(cls)))
     if key in f.memo:
@@ -686,12 +683,13 @@ def _nan_flag(f: SourceFacts, stmt: ast.If, term: ast.AST | None = None, depth: 
     ``_should_skip = _should_skip or _step_has_nan`` and ``if not _should_skip: <the optimizer's
     reduce-scatter>``), or None. A flag agreed over the ranks (all-reduced, or set from a collective's result) is
     the same everywhere and does not count."""
-    fn = f.enclosing_function(stmt)
-    names = {n.id for n in subtree(term if term is not None else stmt.test) if isinstance(n, ast.Name)}
-    if not names:
-        return None
-    found = _set_from_nan(f, fn, names, stmt.lineno, depth)
-    return found if found is not None and not _agreed(f, names, stmt.lineno, fn) else None
+    key = ("nan_flag", f"{id(stmt)}:{id(term)}:{depth}")   # asked by the walk, the data test and the message
+    if key not in f.memo:
+        fn = f.enclosing_function(stmt)
+        names = {n.id for n in subtree(term if term is not None else stmt.test) if isinstance(n, ast.Name)}
+        found = _set_from_nan(f, fn, names, stmt.lineno, depth) if names else None
+        f.memo[key] = found if found is not None and not _agreed(f, names, stmt.lineno, fn) else None
+    return f.memo[key]   # type: ignore[return-value]
 
 
 def _assigns_by_name(f: SourceFacts, fn: ast.AST | None) -> dict[str, list[ast.Assign]]:
@@ -1720,15 +1718,7 @@ _ENDLESS = re.compile(r"\b(cycle|count|repeat)\(|\binfinite|\bendless")
 
 def _skips_round_robin(f: SourceFacts, stmt: ast.If, loop: ast.For | ast.AsyncFor) -> bool:
     """Is the test ``i % world != rank`` (or ``rank != i % world``), with ``i`` a name the loop binds?"""
-    loop_vars = {n.id for n in subtree(loop.target) if isinstance(n, ast.Name)}
-    test = stmt.test
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)):
-        return False
-    for a, b in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
-        if isinstance(a, ast.BinOp) and isinstance(a.op, ast.Mod) and isinstance(a.left, ast.Name) \
-                and a.left.id in loop_vars and f.is_rank_value(b):
-            return True
-    return False
+    return f.compares_turn(stmt.test, loop, ast.NotEq)
 
 
 def _padded_to_a_multiple(f: SourceFacts, loop: ast.For | ast.AsyncFor) -> bool:

@@ -2127,14 +2127,16 @@ class SourceFacts:
         loop = self.enclosing_loop(stmt)
         if loop is None or not isinstance(loop, (ast.For, ast.AsyncFor)):
             return False
+        return any(self.compares_turn(n, loop, ast.Eq) for n in subtree(stmt.test))
+
+    def compares_turn(self, node: ast.AST, loop: ast.For | ast.AsyncFor, op: type[ast.cmpop]) -> bool:
+        """Is ``node`` ``i % world <op> rank`` (either way round), with ``i`` a name the loop binds?"""
+        if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], op)):
+            return False
         loop_vars = {n.id for n in subtree(loop.target) if isinstance(n, ast.Name)}
-        for n in subtree(stmt.test):
-            if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], ast.Eq):
-                for a, b in ((n.left, n.comparators[0]), (n.comparators[0], n.left)):
-                    if isinstance(a, ast.BinOp) and isinstance(a.op, ast.Mod) and isinstance(a.left, ast.Name) \
-                            and a.left.id in loop_vars and self.is_rank_value(b):
-                        return True
-        return False
+        return any(isinstance(a, ast.BinOp) and isinstance(a.op, ast.Mod) and isinstance(a.left, ast.Name)
+                   and a.left.id in loop_vars and self.is_rank_value(b)
+                   for a, b in ((node.left, node.comparators[0]), (node.comparators[0], node.left)))
 
     def callers_of(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
         """The statements of this file that call ``fn``: a function by its bare name, a method through
