@@ -464,22 +464,27 @@ class Tracer:
             self._pending[id(row)] = (row, fut)
 
         def done(fut: Any) -> Any:
-            try:
-                value = fut.value()
-            except BaseException as e:  # the collective failed
-                self._close_pending(row, classify_error(type(e).__name__, str(e)).value)
-                raise
-            self._close_pending(row, "ok")
-            return value
+            self._close_pending(row, fut)
+            return fut.value()   # (a failure goes on to the futures chained after this one)
 
         fut.then(done)
 
-    def _close_pending(self, row: TraceRow, status: str) -> None:
-        """Close an async collective's row once: from its future's callback, or at the end of the step."""
+    def _close_pending(self, row: TraceRow, fut: Any) -> None:
+        """Close a finished async collective's row once (from its future's callback, or at the end of the step):
+        ``ok``, or the status of the error it failed with."""
+        try:
+            fut.value()
+        except BaseException as e:  # noqa: BLE001 - the collective failed: its status says how
+            status = classify_error(type(e).__name__, str(e)).value
+        else:
+            status = "ok"
+        # taken from the pending ones and closed in one hold of the lock: a step that ends meanwhile finds it either
+        # still pending (and closes it itself) or closed, never taken and still running
         with self._lock:
             if self._pending.pop(id(row), None) is None:
                 return   # already closed
-        self._replace(row, t_end_ns=time.time_ns(), status=status)
+            new = self._swap(row, t_end_ns=time.time_ns(), status=status)
+        self._announce(new)
 
     def _settle_finished(self) -> None:
         """Close the rows of async collectives whose future is done. Its callback may run after the caller's own
@@ -488,14 +493,8 @@ class Tracer:
         with self._lock:
             pending = list(self._pending.values())
         for row, fut in pending:
-            if not fut.done():
-                continue
-            try:
-                fut.value()
-            except BaseException as e:  # noqa: BLE001 - the collective failed: its status says how
-                self._close_pending(row, classify_error(type(e).__name__, str(e)).value)
-            else:
-                self._close_pending(row, "ok")
+            if fut.done():
+                self._close_pending(row, fut)
 
     def _note_group(self, pg: str, group: Any) -> None:
         """Remember the group's timeout (seconds; None where torch does not say) and pass it to
@@ -562,12 +561,21 @@ class Tracer:
                 self._spill_fd = None
 
     def _replace(self, row: TraceRow, *, t_end_ns: int, status: str) -> None:
-        new = replace(row, t_end_ns=t_end_ns, status=status)
         with self._lock:
-            for i in range(len(self.rows) - 1, -1, -1):
-                if self.rows[i] is row:
-                    self.rows[i] = new
-                    break
+            new = self._swap(row, t_end_ns=t_end_ns, status=status)
+        self._announce(new)
+
+    def _swap(self, row: TraceRow, *, t_end_ns: int, status: str) -> TraceRow:
+        """Put the closed row in the open one's place (the caller holds the lock)."""
+        new = replace(row, t_end_ns=t_end_ns, status=status)
+        for i in range(len(self.rows) - 1, -1, -1):
+            if self.rows[i] is row:
+                self.rows[i] = new
+                break
+        return new
+
+    def _announce(self, new: TraceRow) -> None:
+        """Tell the spill file and ``on_event`` of a row just closed (outside the lock)."""
         self._spill(new)
         if self.on_event is not None:
             self.on_event(new)

@@ -136,3 +136,51 @@ def test_offsets_shift_times_per_rank() -> None:
     r1 = df[df["rank"] == 1].iloc[0]
     assert r1["t_enqueue_ns"] == 500_000_000 and r1["t_end_ns"] == 1_500_000_000
     assert trace_frame([]).empty
+
+
+class _DoneWork:
+    """An async collective's work whose future has finished but has not yet run the callbacks chained to it (as
+    when DDP's wait on its comm hook returns first): the state a step can end in."""
+
+    class _Future:
+        def __init__(self, error: BaseException | None) -> None:
+            self.error = error
+            self.callbacks: list = []
+
+        def done(self) -> bool:
+            return True
+
+        def value(self) -> object:
+            if self.error is not None:
+                raise self.error
+            return [torch.zeros(1)]
+
+        def then(self, callback):  # noqa: ANN001, ANN201
+            self.callbacks.append(callback)
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.future = self._Future(error)
+
+    def get_future(self) -> _Future:
+        return self.future
+
+
+def test_a_step_closes_the_async_collectives_that_finished_in_it() -> None:
+    tracer = Tracer(rank=0)
+    ok, failed = _DoneWork(), _DoneWork(RuntimeError("Connection closed by peer"))
+    with tracer.step(0):
+        for work in (ok, failed):
+            row = TraceRow(rank=0, kind="collective", name="ALLREDUCE", pg="0", seq=1, step=0, t_enqueue_ns=1,
+                           t_start_ns=1, status="running")
+            tracer._emit(row)
+            tracer._close_when_done(row, work)
+    statuses = [r.status for r in tracer.rows if r.kind == "collective"]
+    assert statuses[0] == "ok" and statuses[1] not in ("ok", "running")
+    # the callbacks that run later change nothing: each row is closed once
+    for work in (ok, failed):
+        for callback in work.future.callbacks:
+            try:
+                callback(work.future)
+            except RuntimeError:
+                pass
+    assert [r.status for r in tracer.rows if r.kind == "collective"] == statuses
