@@ -60,9 +60,10 @@ def _run(tmp_path: Path, last_eval: bool, buffers: bool) -> dict[int, str]:
 def test_a_rank0_forward_of_the_ddp_model_hangs_only_after_the_last_step(tmp_path: Path) -> None:
     # mid-training: rank 0's extra forward pairs with the others' next training forward, and the run completes
     assert _run(tmp_path, last_eval=False, buffers=True) == {0: "ok", 1: "ok"}
-    # after the last step nobody joins its buffer broadcast: both time out (rank 0 in the broadcast, the others in
-    # the barrier that it meets instead), or rank 1 learns of it when rank 0 leaves after its own timeout
+    # after the last step nobody joins its buffer broadcast: both wait (rank 0 in the broadcast, the others in the
+    # barrier that it meets instead) until a timeout; whichever rank's 3 s run out first leaves, and the other may
+    # learn of it as gloo's "Connection closed by peer" (rank 0 did so in a fresh-clone CI run of 046d473)
     hung = _run(tmp_path, last_eval=True, buffers=True)
-    assert hung[0] == "timeout" and hung[1] in ("timeout", "peer left"), hung
+    assert "timeout" in hung.values() and set(hung.values()) <= {"timeout", "peer left"}, hung
     # a model without buffers broadcasts nothing in its forward
     assert _run(tmp_path, last_eval=True, buffers=False) == {0: "ok", 1: "ok"}
