@@ -41,7 +41,7 @@ from nccl_workbook.lint.source import (POINT_TO_POINT, SHARDING_MODES, STEP_NAME
                                       _const, _param_defaults, bound_arguments, call_name, dotted, ends_group, save_kind,
                                       subtree, target_names, walk_local)
 
-__all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement",
+__all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement", "check_dummy_forwards",
            "check_exceptions", "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
 
 #: a DataLoader timeout at or above this fraction of the group timeout is "not well below" it
@@ -599,6 +599,24 @@ def _without_shared(text: str) -> str:
     text = re.sub(r"(?<![\w.])(self\.)?(cfg|config|conf|args|opt|opts|hparams|hps|settings)\.[\w.]+", "", text)
     # the sizes of the run and its groups (TorchRec's `local_size`, `sharding_group_size`)
     return re.sub(r"[\w.]*(world_size|local_size|group_size|num_gpus|n_gpus?|num_nodes|nnodes)\w*", "", text)
+
+
+#: a test that a list of gradients is empty (``not grads_for_norm``, ``len(grads) == 0``)
+_NO_GRADIENTS = re.compile(r"^(not\s+|len\()(?:[A-Za-z0-9]+_)*(?:grads?|gradients?)(?:_[A-Za-z0-9]+)*(\)\s*(==\s*0|<\s*1))?$")
+#: a function that takes this rank's own piece of a sharded (DTensor) parameter or gradient
+_LOCAL_SHARD = re.compile(r"\bto_local\w*\(|\._local_tensor\b|\bDTensor\b")
+
+
+def _no_shard_gradients(f: SourceFacts, stmt: ast.If) -> bool:
+    """``if not grads_for_norm: return 0.0`` in a function over this rank's pieces of sharded parameters (AReaL's
+    ``get_grad_norm_fp32``, which takes each DTensor gradient's local shard: a rank whose shards hold no trainable
+    parameter left before the all-reduce of the norm; collected blind in stop 38). Under sharding (a DTensor's
+    ``to_local()``, FSDP, ZeRO-3) which gradients a rank holds is its own share; of replicated parameters it follows
+    the graph, the same on every rank (rl_games' ``if not all_grads_list: return``, see :func:`_without_shared`)."""
+    if not _NO_GRADIENTS.match(ast.unparse(stmt.test)):
+        return False
+    fn = f.enclosing_function(stmt)
+    return fn is not None and (f.partitioned or bool(_LOCAL_SHARD.search(ast.unparse(fn))))
 
 
 def _tests_bool_parameters(f: SourceFacts, stmt: ast.If) -> bool:
@@ -1182,12 +1200,12 @@ class _RankWalk:
             return
         rank_cond = f.rank_branch(stmt)
         data_cond = not rank_cond and not _tests_bool_parameters(f, stmt) and (
-            (_is_data_condition(stmt.test) or _nan_flag(f, stmt) is not None) and not _none_for_a_shared_reason(f, stmt)
-                                       and not _counts_a_shared_list(f, stmt)
-                                       and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
-                                                       stmt.lineno, f.enclosing_function(stmt))
-                                       or isinstance(exit_stmt, ast.Break) and (_per_rank_statistic(f, stmt) is not None
-                                                                                or _reads_the_clock(f, stmt)))
+            (_is_data_condition(stmt.test) or _nan_flag(f, stmt) is not None or _no_shard_gradients(f, stmt))
+            and not _none_for_a_shared_reason(f, stmt) and not _counts_a_shared_list(f, stmt)
+            and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
+                            stmt.lineno, f.enclosing_function(stmt))
+            or isinstance(exit_stmt, ast.Break) and (_per_rank_statistic(f, stmt) is not None
+                                                     or _reads_the_clock(f, stmt)))
         if isinstance(exit_stmt, ast.Continue) and rank_cond and not _under_join(f, stmt):
             self.round_robin_skip(stmt, exit_stmt)
         if (isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or
@@ -1204,7 +1222,18 @@ class _RankWalk:
                     f"ranks reach {site.label} at {site.at} in the loop at line {loop.lineno}"))
         elif isinstance(exit_stmt, ast.Return) and data_cond:
             site = f.next_collective_after(stmt, depth=0)
-            if site is not None:
+            if site is None:
+                return
+            if _no_shard_gradients(f, stmt):
+                self.out.append(RawFinding(
+                    Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
+                    f"`return` when `{_cond_text(stmt.test)}` (the gradients of this rank's own shards: a rank whose "
+                    f"shards hold no trainable parameter has none) skips {site.label} at line {site.line}, which "
+                    f"the ranks that hold gradients still call",
+                    why="those ranks wait in it for the ranks that left, until the process-group timeout",
+                    fix=("let every rank reach the collective: an empty list contributes a zero "
+                         "(`torch.zeros((), device=device)`) to the reduction instead of returning early")))
+            else:
                 self.out.append(RawFinding(
                     Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
                     f"`return` when `{_cond_text(stmt.test)}` (a per-rank value) skips {site.label} at line "
@@ -3723,11 +3752,119 @@ def check_loader_timeouts(f: SourceFacts) -> list[RawFinding]:
     return out
 
 
+#: a call kept in the graph for its collectives alone: weighted by zero, or named a dummy
+_ZERO_WEIGHT = re.compile(r"(?<![\w.])0\.0*\s*\*|\*\s*0\.0*(?![\w.])|\bdummy")
+
+
+def _is_none_terms(test: ast.AST, negated: bool) -> tuple[set[str], list[ast.AST]]:
+    """The names an ``and`` of terms tests with ``X is None`` (``X is not None`` when ``negated``), and its
+    other terms."""
+    terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    names: set[str] = set()
+    others = []
+    for t in terms:
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.IsNot if negated else ast.Is) \
+                and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None:
+            names.add(dotted(t.left))
+        else:
+            others.append(t)
+    return names, others
+
+
+def _module_called(call: ast.Call) -> str:
+    """``self.visual`` for ``self.visual(x)`` and for ``self.visual.dummy_forward()``: a module held by the model
+    or the object (not a method of a value: ``pixel_values.type(...)``), or ``""``."""
+    name = re.sub(r"\.(dummy_forward|forward)$", "", dotted(call.func)) if isinstance(call.func, ast.Attribute) else ""
+    return name if re.fullmatch(r"(self|model|\w+_model|module)(\.\w+)+", name) else ""
+
+
+def _dummy_calls(body: list[ast.stmt]) -> set[str]:
+    """The modules the statements of a block (not the blocks inside it) call on a dummy: ``x.dummy_forward()``, a
+    call in a statement that weights by zero (``self.visual(...).mean() * 0.0``), or one whose result a later
+    statement of the block weights by zero (``embeds = model.visual(zeros, ...)``; ``h += 0.0 * embeds.mean()``)."""
+    simple = [s for s in body if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr))]
+    zeroed = [s for s in simple if _ZERO_WEIGHT.search(ast.unparse(s))]
+    out: set[str] = set()
+    for s in simple:
+        for c in (n for n in walk_local(s) if isinstance(n, ast.Call) and _module_called(n)):
+            bound = {x for t in getattr(s, "targets", [getattr(s, "target", None)]) if t is not None
+                     for x in target_names(t)}
+            if dotted(c.func).endswith(".dummy_forward") or s in zeroed or any(
+                    z.lineno > s.lineno and any(isinstance(n, ast.Name) and n.id in bound for n in walk_local(z))
+                    for z in zeroed):
+                out.add(_module_called(c))
+    return out
+
+
+def check_dummy_forwards(f: SourceFacts) -> list[RawFinding]:
+    """A module of a multimodal model that the file itself runs on a zero-weighted dummy input where this rank's
+    batch lacks the input (``if self.training and fsdp_enabled and pixel_values is None: fake =
+    self.visual.dummy_forward().mean() * 0.0``): the file says so that the module's forward is a collective
+    (sharded, FSDP or ZeRO-3: its parameters are all-gathered) which every rank must make. Two ways it still
+    parts the ranks, both collected blind in stop 35 and 38:
+
+    - ``uneven-collective-count``: another call of the module under ``if pixel_values_videos is not None:`` that no
+      dummy covers (VeOmni's Qwen2.5-VL, PR ab51f04): ranks whose batch has no video run the module fewer times;
+    - ``collective-in-rank-branch``: the dummy itself runs only in training (``if model.training and pixel_values
+      is None ...``, EasyR1 PR 518): in an evaluation or log-probability pass, ranks without images skip the
+      module's forward while the ranks with images run it."""
+    out: list[RawFinding] = []
+    dummies: dict[int, list[tuple[ast.If, str, set[str], list[ast.AST]]]] = {}
+    presents: dict[int, list[tuple[ast.If, ast.Call, str, set[str]]]] = {}
+    for stmt in f.nodes:
+        if not isinstance(stmt, ast.If):
+            continue
+        fn = f.enclosing_function(stmt)
+        absent, others = _is_none_terms(stmt.test, negated=False)
+        if absent and not stmt.orelse:
+            dummies.setdefault(id(fn), []).extend((stmt, m, absent, others) for m in _dummy_calls(stmt.body))
+        present, _ = _is_none_terms(stmt.test, negated=True)
+        if present:
+            presents.setdefault(id(fn), []).extend(
+                (stmt, c, _module_called(c), present) for s in stmt.body for c in walk_local(s)
+                if isinstance(c, ast.Call) and _module_called(c))
+    for key, made in dummies.items():
+        real = [p for p in presents.get(key, []) if any(p[2] == d[1] for d in made)]
+        for stmt, call, module, present in real:
+            if any(d[1] == module and present & d[2] for d in made):
+                continue
+            dummy = next(d for d in made if d[1] == module)
+            out.append(RawFinding(
+                Rule.UNEVEN_COLLECTIVE_COUNT, call.lineno,
+                f"`{module}(...)` runs only where `{_cond_text(stmt.test)}` (this rank's batch has it), and the "
+                f"file's own zero-weighted dummy call of it (line {dummy[0].lineno}) covers only "
+                f"`{_cond_text(dummy[0].test)}`: the dummy says the module's forward is a collective every rank "
+                f"must make (its parameters sharded), and ranks whose batch lacks "
+                f"`{', '.join(sorted(present))}` run it fewer times",
+                why="the ranks that run it wait in its all-gathers for ranks that never come, until the process-group "
+                    "timeout",
+                fix=f"run the same zero-weighted dummy call of `{module}` where `{', '.join(sorted(present))}` is None, "
+                    f"so that every rank runs it the same number of times"))
+        for stmt, module, absent, others in made:
+            mode = next((t for t in others if any(isinstance(x, ast.Attribute) and x.attr == "training"
+                                                  for x in subtree(t))), None)
+            if mode is None or not any(p[2] == module and p[3] & absent for p in real) \
+                    or any(o.line == stmt.lineno for o in out):
+                continue
+            out.append(RawFinding(
+                Rule.COLLECTIVE_IN_RANK_BRANCH, stmt.lineno,
+                f"the zero-weighted dummy call of `{module}` that keeps the ranks whose batch lacks "
+                f"`{', '.join(sorted(absent))}` in step runs only when `{ast.unparse(mode)}`: in an evaluation or "
+                f"no-grad pass (validation, log-probabilities) those ranks skip the module's forward, a collective "
+                f"of its sharded parameters, while the ranks whose batch has them run it",
+                why="the ranks that run it wait in its all-gathers for ranks that never come, until the process-group "
+                    "timeout",
+                fix=f"run the dummy call in every mode (drop `{ast.unparse(mode)}` from its test): its result is "
+                    f"weighted by zero, so it changes nothing but keeps the ranks in step"))
+    return out
+
+
 CHECKS: tuple[Callable[[SourceFacts], list[RawFinding]], ...] = (
     check_rank_branches,
     check_main_first,
     check_uneven_loops,
     check_discarded_agreement,
+    check_dummy_forwards,
     check_exceptions,
     check_noop_settings,
     check_loader_timeouts,

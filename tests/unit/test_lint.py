@@ -4246,3 +4246,75 @@ def test_a_round_robin_skip_before_a_sharded_forward() -> None:
                           "# launched with deepspeed, ZeRO stage 2\n").replace("    model = FSDP(model)\n", "")
     assert zero2 != share and found(zero2) == []
     assert found(zero2.replace("ZeRO stage 2", "zero3")) == [(9, "uneven-collective-count")]
+
+
+def test_an_empty_list_of_a_ranks_own_shard_gradients_is_that_ranks_own() -> None:
+    # AReaL's get_grad_norm_fp32 (collected blind in stop 38, PR 595a3c4): the gradients are the local pieces of
+    # DTensor parameters, and a rank whose shards hold no trainable parameter returned before the norm's all-reduce
+    src = HEAD + textwrap.dedent("""\
+        from torch.distributed.tensor import DTensor
+
+        def get_grad_norm_fp32(grads_for_norm, group=None):
+            grads_for_norm = [g.to_local() if isinstance(g, DTensor) else g for g in grads_for_norm]
+            if not grads_for_norm:
+                return 0.0
+            total = torch.stack([g.norm() for g in grads_for_norm]).pow(2).sum()
+            dist.all_reduce(total, group=group)
+            return total.sqrt().item()
+        """)
+    report = lint_source(src)
+    assert [(f.line, f.rule.value) for f in report] == [(8, "uneven-collective-count")]
+    assert "this rank's own shards" in report[0].message and "contributes a zero" in report[0].fix
+    assert found(src.replace("if not grads_for_norm:", "if len(grads_for_norm) == 0:")) == [
+        (8, "uneven-collective-count")]
+    # under FSDP or ZeRO-3 (the file says so) the same holds without a DTensor in the function
+    fsdp = src.replace("g.to_local() if isinstance(g, DTensor) else g", "g").replace(
+        "from torch.distributed.tensor import DTensor", "from torch.distributed.fsdp import FullyShardedDataParallel")
+    assert found(fsdp) == [(8, "uneven-collective-count")]
+    # replicated parameters (DDP): every rank holds the same gradients, as in rl_games (held-out round 24 above)
+    assert found(fsdp.replace("FullyShardedDataParallel", "DistributedDataParallel")) == []
+    # the list is empty on every rank alike when the caller made it so: no collective after the return, no report
+    assert found(src.replace("    dist.all_reduce(total, group=group)\n", "")) == []
+
+
+#: a multimodal model's forward with the dummy call that keeps ranks without images in step (VeOmni's Qwen2.5-VL)
+_DUMMY_FORWARD = textwrap.dedent("""\
+    class VL(torch.nn.Module):
+        def forward(self, input_ids, pixel_values=None, pixel_values_videos=None):
+            embeds = self.embed_tokens(input_ids)
+            if pixel_values is not None:
+                image_embeds = self.visual(pixel_values.type(self.visual.dtype))
+                embeds = embeds.masked_scatter(input_ids == 1, image_embeds)
+            if pixel_values_videos is not None:
+                video_embeds = self.visual(pixel_values_videos)
+                embeds = embeds.masked_scatter(input_ids == 2, video_embeds)
+            if self.training and pixel_values is None:
+                fake_embeds = self.visual.dummy_forward().mean() * 0.0
+                embeds = embeds + fake_embeds
+            return self.language_model(embeds)
+    """)
+
+
+def test_a_module_the_file_runs_on_a_dummy_is_a_collective_every_rank_must_make() -> None:
+    # VeOmni PR ab51f04 (collected blind in stop 35): the dummy covers missing images, not missing videos, so ranks
+    # without video run the sharded vision tower fewer times; and the dummy runs only in training
+    report = lint_source(HEAD + _DUMMY_FORWARD)
+    assert [(f.line, f.rule.value) for f in report] == [(10, "uneven-collective-count"),
+                                                        (12, "collective-in-rank-branch")]
+    assert "covers only `self.training and pixel_values is None`" in report[0].message
+    assert "where `pixel_values_videos` is None" in report[0].fix
+    assert "runs only when `self.training`" in report[1].message and "every mode" in report[1].fix
+    # the fix: a dummy for each input, in every mode
+    fixed = (HEAD + _DUMMY_FORWARD).replace("if self.training and pixel_values is None:",
+                                            "if pixel_values is None and pixel_values_videos is None:")
+    assert found(fixed) == []
+    # EasyR1 PR 518 (collected blind in stop 38): the dummy's inputs are zeros, its result weighted by zero after
+    easyr1 = fixed.replace("if pixel_values is None and pixel_values_videos is None:",
+                           "if model.training and pixel_values is None and pixel_values_videos is None:").replace(
+        "                fake_embeds = self.visual.dummy_forward().mean() * 0.0\n",
+        "                zeros = torch.zeros((16, 1176))\n                fake_embeds = self.visual(zeros)\n"
+        "                embeds += 0.0 * fake_embeds.mean()\n").replace("                embeds = embeds + fake_embeds\n", "")
+    assert found(easyr1) == [(12, "collective-in-rank-branch")]
+    # without a dummy the file says nothing of the module (Hugging Face's own Qwen2-VL): no report
+    plain = "\n".join(line for line in (HEAD + _DUMMY_FORWARD).splitlines()[:-4]) + "\n        return embeds\n"
+    assert "dummy" not in plain and found(plain) == []
