@@ -41,8 +41,9 @@ from nccl_workbook.lint.source import (POINT_TO_POINT, SHARDING_MODES, STEP_NAME
                                       _const, _param_defaults, bound_arguments, call_name, dotted, ends_group, save_kind,
                                       subtree, target_names, walk_local)
 
-__all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement", "check_dummy_forwards",
-           "check_exceptions", "check_noop_settings", "check_loader_timeouts", "MAX_LOADER_FRACTION"]
+__all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement",
+           "check_dummy_forwards", "check_exceptions", "check_noop_settings", "check_loader_timeouts",
+           "MAX_LOADER_FRACTION"]
 
 #: a DataLoader timeout at or above this fraction of the group timeout is "not well below" it
 #: (the same threshold as :func:`nccl_workbook.fixes.loader_problems`, read from its signature)
@@ -602,7 +603,8 @@ def _without_shared(text: str) -> str:
 
 
 #: a test that a list of gradients is empty (``not grads_for_norm``, ``len(grads) == 0``)
-_NO_GRADIENTS = re.compile(r"^(not\s+|len\()(?:[A-Za-z0-9]+_)*(?:grads?|gradients?)(?:_[A-Za-z0-9]+)*(\)\s*(==\s*0|<\s*1))?$")
+_NO_GRADIENTS = re.compile(r"^(not\s+|len\()(?:[A-Za-z0-9]+_)*(?:grads?|gradients?)(?:_[A-Za-z0-9]+)*"
+                           r"(\)\s*(==\s*0|<\s*1))?$")
 #: a function that takes this rank's own piece of a sharded (DTensor) parameter or gradient
 _LOCAL_SHARD = re.compile(r"\bto_local\w*\(|\._local_tensor\b|\bDTensor\b")
 
