@@ -592,6 +592,9 @@ def _without_shared(text: str) -> str:
     # (ESFT's backward hook `if not self.sync_gradients or edp_size == 1: return`, held-out round 46)
     text = re.sub(r"[\w.]*sync_gradients\b", "", text)
     text = re.sub(r"[\w.\[\]'\"]*(_idx|_index|_id|_step|_iter|_file|_path|_dir|_name)\b['\"]?\]?", "", text)
+    # whether a parameter is trained at all is the model's, the same on every rank (Opacus' and fairseq's
+    # `if not param.requires_grad: continue` before each parameter's all-reduce, held-out round 55)
+    text = re.sub(r"[\w.\[\]]*\.requires_grad\b", "", text)
     # whether a parameter has a gradient follows the graph, and so does a list of the gradients there are
     # (rl_games: `if not all_grads_list: return` before the all-reduce of their concatenation)
     text = re.sub(r"(?<![\w.])(?:[A-Za-z0-9]+_)*(?:grads?|gradients?)(?:_[A-Za-z0-9]+)*(?![\w(.\[])", "", text)

@@ -4313,8 +4313,26 @@ def test_a_module_the_file_runs_on_a_dummy_is_a_collective_every_rank_must_make(
                            "if model.training and pixel_values is None and pixel_values_videos is None:").replace(
         "                fake_embeds = self.visual.dummy_forward().mean() * 0.0\n",
         "                zeros = torch.zeros((16, 1176))\n                fake_embeds = self.visual(zeros)\n"
-        "                embeds += 0.0 * fake_embeds.mean()\n").replace("                embeds = embeds + fake_embeds\n", "")
+        "                embeds += 0.0 * fake_embeds.mean()\n").replace(
+        "                embeds = embeds + fake_embeds\n", "")
     assert found(easyr1) == [(12, "collective-in-rank-branch")]
     # without a dummy the file says nothing of the module (Hugging Face's own Qwen2-VL): no report
     plain = "\n".join(line for line in (HEAD + _DUMMY_FORWARD).splitlines()[:-4]) + "\n        return embeds\n"
     assert "dummy" not in plain and found(plain) == []
+
+
+def test_held_out_round_55_false_reports() -> None:
+    # Opacus' average_gradients (and fairseq's legacy DDP): whether a parameter is trained is the model's, the same
+    # on every rank, so skipping the frozen ones skips the same all-reduces everywhere
+    src = HEAD + textwrap.dedent("""\
+        def average_gradients(model):
+            world_size = dist.get_world_size()
+            for param in model.parameters():
+                if not param.requires_grad:
+                    continue
+                dist.all_reduce(param.grad)
+                param.grad /= world_size
+        """)
+    assert found(src) == []
+    # a test of this rank's own data in the same place still parts the ranks
+    assert found(src.replace("not param.requires_grad", "not local_batch")) == [(7, "uneven-collective-count")]
