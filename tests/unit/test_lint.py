@@ -1675,6 +1675,23 @@ def test_a_rank0_save_is_a_note_unless_the_model_may_be_large(tmp_path: Path, he
         assert report.notes[0].note.startswith("not counted as hazards: rank-0 checkpoint saves")
 
 
+def test_a_rank0_save_under_a_group_timeout_of_seconds_is_a_hazard(tmp_path: Path) -> None:
+    # PFNs (held-out round 56): the helper that makes the group, in another file, sets a 20 s timeout; the others
+    # run it out while rank 0 saves any model, large or not
+    (tmp_path / "utils.py").write_text(HEAD + "import datetime\n\ndef init_dist():\n"
+                                       "    dist.init_process_group('nccl', timeout=datetime.timedelta(seconds=20))\n")
+    work = "torch.save({'model': model.state_dict(), 'optim': optim.state_dict()}, 'c.pt')"
+    (tmp_path / "train.py").write_text(SAVE_ON_RANK0.format(head="from utils import init_dist\ninit_dist()\n", work=work))
+    report = lint_paths([tmp_path / "train.py"])
+    assert [(f.line, f.rule.value) for f in report.findings] == [(9, "rank0-long-work-before-collective")]
+    assert report.notes == () and "(20 s: set by `init_process_group(timeout=...)` at utils.py:" in \
+        report.findings[0].message
+    # two minutes is longer than such a save takes: a note again
+    (tmp_path / "utils.py").write_text((tmp_path / "utils.py").read_text().replace("seconds=20", "seconds=120"))
+    report = lint_paths([tmp_path / "train.py"])
+    assert report.findings == () and [f.line for f in report.notes] == [9]
+
+
 def test_a_save_followed_by_other_rank0_work_is_a_hazard() -> None:
     # the region's work is the save and an evaluation: the others wait for both
     src = SAVE_ON_RANK0.format(head="", work="torch.save(model.state_dict(), 'c.pt')\n        evaluate(model, val_loader)")
@@ -4336,3 +4353,35 @@ def test_held_out_round_55_false_reports() -> None:
     assert found(src) == []
     # a test of this rank's own data in the same place still parts the ranks
     assert found(src.replace("not param.requires_grad", "not local_batch")) == [(7, "uneven-collective-count")]
+
+
+def test_lightnings_log_with_sync_dist_is_a_collective() -> None:
+    # modelforge PR 313 (collected blind in stop 40): `self.log(..., sync_dist=True)` all-reduces the value, so a
+    # hook that logs only `if self.global_rank == 0:` froze training after the first epoch
+    src = textwrap.dedent("""\
+        import lightning.pytorch as pl
+
+        class Potential(pl.LightningModule):
+            def on_train_epoch_end(self):
+                if self.global_rank == 0:
+                    self._log_learning_rate()
+
+            def _log_learning_rate(self):
+                self.log("lr", self.lr, on_epoch=True, sync_dist=True)
+        """)
+    report = lint_source(src)
+    assert [(f.line, f.rule.value) for f in report] == [(6, "collective-in-rank-branch")]
+    assert "sync_dist=True" in report[0].message and "all-reduces" in report[0].message
+    # logged on every rank, or without the reduction, or by rank 0 alone as Lightning offers: no report
+    assert found(src.replace("if self.global_rank == 0:", "if True:")) == []
+    assert found(src.replace("sync_dist=True", "sync_dist=False")) == []
+    assert found(src.replace("sync_dist=True", "sync_dist=True, rank_zero_only=True")) == []
+    assert found(src.replace('self.log("lr", self.lr,', 'self.log_dict({"lr": self.lr},')) == [
+        (6, "collective-in-rank-branch")]
+    # modelforge's own guard: no scheduler configured raises AttributeError on every rank alike, not on one
+    guarded = src.replace('        self.log("lr", self.lr, on_epoch=True, sync_dist=True)\n',
+                          '        try:\n            self.log("lr", self.lr_schedulers().get_last_lr()[0], sync_dist=True)\n'
+                          '        except AttributeError:\n            pass\n')
+    assert found(guarded.replace("if self.global_rank == 0:", "if True:")) == []
+    assert found(guarded.replace("except AttributeError:", "except RuntimeError:").replace(
+        "if self.global_rank == 0:", "if True:")) == [(11, "exception-on-one-rank")]
