@@ -65,6 +65,9 @@ UNAMBIGUOUS_METHODS = frozenset({
     "barrier", "monitored_barrier", "all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor",
     "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "broadcast_object_list",
     "wait_for_everyone", "gather_for_metrics", "pad_across_processes",
+    # a DeepSpeed engine's ZeRO-3 state dict: every layer's partitioned parameters gathered (MedicalGPT's
+    # `save_model_zero3` under `if trainer.is_world_process_zero():`, missed in held-out round 57)
+    "_zero3_consolidated_16bit_state_dict",
 })
 #: mpi4py's collectives (lower case for Python objects, capitalised for buffers), on a communicator: the
 #: guided-diffusion family loads a checkpoint with ``MPI.COMM_WORLD.bcast`` beside its torch.distributed group
@@ -147,6 +150,11 @@ SHARDING_MODES = {"deepspeed": re.compile(r"(?i)deepspeed|zero_?stage|zero3"),
                   "fsdp": re.compile(r"(?i)fsdp|FullyShardedDataParallel|fully_shard\b")}
 
 
+#: a test of DeepSpeed's ZeRO stage 3 (``zero_stage == 3``, ``is_deepspeed_zero3_enabled()``), and its negation
+_ZERO3_TEST = re.compile(r"zero_?stage\W*(==|!=|<|>=)\W*3\b|is_deepspeed_zero3_enabled\(\)|\bzero3\b")
+_NOT_ZERO3 = re.compile(r"zero_?stage\W*(!=|<)\W*3\b|\bnot\s+[\w.]*(zero3|is_deepspeed_zero3_enabled)")
+
+
 #: text that says the parameters are partitioned across the ranks (DeepSpeed ZeRO-3, FSDP)
 _PARTITIONED = re.compile(r"deepspeed\.zero\b|ZeroParamStatus|GatheredParameters|zero3|stage3|"
                           r"FullyShardedDataParallel|fully_shard\b")
@@ -174,8 +182,9 @@ _UPLOAD = re.compile(r"^(log_artifacts?|log_model|upload\w*|push\w*)$")
 LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|test|samples|iters|steps|prompts)",
                        re.IGNORECASE)
 _NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args|"
-                                r"tokenizer|processor|feature_extractor|image_processor|config|generation_config|"
-                                r"OmegaConf|omegaconf|yaml|json|toml)$")
+                                r"config|generation_config|OmegaConf|omegaconf|yaml|json|toml)$|"
+                                # (Apollo's `left_tokenizer.save_pretrained(...)`, held-out round 57)
+                                r"(^|\.|_)(tokenizer|processor|feature_extractor|image_processor)$")
 #: a payload named for evaluation results (scores, metrics, statistics), not for a model
 _RESULTS = re.compile(r"eval|metric|(?<![a-z])stats?(?![a-z])|statistic|result|score|histor|record", re.IGNORECASE)
 #: a test that the model being trained is an adapter (what it saves is the adapter)
@@ -1096,7 +1105,7 @@ class SourceFacts:
                 # plain DDP both are local (accelerate's accelerator.py). `accelerate launch` picks DeepSpeed
                 # from its config without a change to the script (LCM issue #110: a script that never says
                 # "deepspeed" hung in save_state on the main process), so it counts, said so
-                if "accelerator" in low:
+                if "accelerator" in low and not (name == "get_state_dict" and self._outside_zero3(call)):
                     return Site(line, label if self.may_shard else
                                 f"{label} (a collective when Accelerate runs DeepSpeed or FSDP, which `accelerate "
                                 f"launch` can choose from its config)", kind="gathers shards")
@@ -1185,6 +1194,20 @@ class SourceFacts:
                                                                 "parse_json_file", "parse_yaml_file")
                 for n in self.nodes)
         return self.memo[key]   # type: ignore[return-value]
+
+    def _outside_zero3(self, call: ast.Call) -> bool:
+        """Is the call in the branch a ZeRO-3 test leaves out (Apollo's ``if ...zero_stage == 3: <every rank>
+        else: if accelerator.is_main_process: model.save_pretrained(state_dict=accelerator.get_state_dict(model))``,
+        held-out round 57)? There the parameters are whole on every rank, and Accelerate's state-dict getter copies
+        them locally."""
+        for node in self.nodes:
+            if not isinstance(node, ast.If) or not _ZERO3_TEST.search(ast.unparse(node.test)):
+                continue
+            negated = bool(_NOT_ZERO3.search(ast.unparse(node.test)))
+            side = node.body if negated else node.orelse
+            if side and side[0].lineno <= call.lineno <= (side[-1].end_lineno or side[-1].lineno):
+                return True
+        return False
 
     def _may_shard_here(self) -> bool:
         """Does this file, or a file named on the command line, say it may shard its model?"""

@@ -4385,3 +4385,38 @@ def test_lightnings_log_with_sync_dist_is_a_collective() -> None:
     assert found(guarded.replace("if self.global_rank == 0:", "if True:")) == []
     assert found(guarded.replace("except AttributeError:", "except RuntimeError:").replace(
         "if self.global_rank == 0:", "if True:")) == [(11, "exception-on-one-rank")]
+
+
+def test_held_out_round_57() -> None:
+    # Apollo: Accelerate's state-dict getter in the branch a ZeRO-3 test leaves out copies whole parameters locally,
+    # and a tokenizer's save is small whatever the model
+    src = textwrap.dedent("""\
+        from accelerate import Accelerator
+        import deepspeed
+        accelerator = Accelerator()
+        for step, batch in enumerate(loader):
+            accelerator.backward(model(batch).loss)
+            if step % 1000 == 0:
+                if accelerator.state.deepspeed_plugin.zero_stage == 3:
+                    accelerator.get_state_dict(model)
+                else:
+                    if accelerator.is_main_process:
+                        sd = accelerator.get_state_dict(model)
+                if accelerator.is_main_process:
+                    left_tokenizer.save_pretrained(output_dir)
+                accelerator.wait_for_everyone()
+        """)
+    assert found(src) == []
+    # the same getter under the ZeRO-3 test's own branch, on the main process alone: a collective in a rank branch
+    zero3 = src.replace("zero_stage == 3", "zero_stage != 3")
+    assert found(zero3) == [(11, "collective-in-rank-branch")]
+    # MedicalGPT (missed in the round): a DeepSpeed engine's ZeRO-3 state dict gathers every layer
+    medical = HEAD + textwrap.dedent("""\
+        def save_model_zero3(model, trainer):
+            state_dict = trainer.model_wrapped._zero3_consolidated_16bit_state_dict()
+            model.save_pretrained("out", state_dict=state_dict)
+
+        if trainer.is_world_process_zero():
+            save_model_zero3(model, trainer)
+        """)
+    assert found(medical) == [(8, "collective-in-rank-branch")]
