@@ -1208,8 +1208,9 @@ class _RankWalk:
         if exit_stmt is None or stmt.orelse:
             return
         rank_cond = f.rank_branch(stmt)
+        shard_grads = _no_shard_gradients(f, stmt)
         data_cond = not rank_cond and not _tests_bool_parameters(f, stmt) and (
-            (_is_data_condition(stmt.test) or _nan_flag(f, stmt) is not None or _no_shard_gradients(f, stmt))
+            (_is_data_condition(stmt.test) or _nan_flag(f, stmt) is not None or shard_grads)
             and not _none_for_a_shared_reason(f, stmt) and not _counts_a_shared_list(f, stmt)
             and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
                             stmt.lineno, f.enclosing_function(stmt))
@@ -1233,7 +1234,7 @@ class _RankWalk:
             site = f.next_collective_after(stmt, depth=0)
             if site is None:
                 return
-            if _no_shard_gradients(f, stmt):
+            if shard_grads:
                 self.out.append(RawFinding(
                     Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
                     f"`return` when `{_cond_text(stmt.test)}` (the gradients of this rank's own shards: a rank whose "
