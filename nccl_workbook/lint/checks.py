@@ -795,9 +795,15 @@ def _reads_files(f: SourceFacts, test: ast.AST) -> bool:
         target = _callee(f, call)
         if target is not None and target[1] in target[0].functions:
             fn = target[0].functions[target[1]][0]
-            if len(fn.body) <= 8 and _FILE_TEST.search(ast.unparse(fn)):
+            # (not a test of a configuration file given at launch: CoLLiE's is_zero3_enabled(config) loads
+            # `config.ds_config` if it names a file, the same file on every rank)
+            if len(fn.body) <= 8 and _FILE_TEST.search(_CONFIG_FILE_TEST.sub("", ast.unparse(fn))):
                 return True
     return False
+
+
+#: a file-system test of a configuration file's path (``os.path.exists(config.ds_config)``)
+_CONFIG_FILE_TEST = re.compile(r"os\.path\.(exists|isfile)\([\w.]*(config|cfg|conf)\w*\)")
 
 
 #: a reading of this process's own clock
@@ -1030,15 +1036,15 @@ class _RankWalk:
         nxt: Site | None = None
         if function is not None:
             for caller in self.f.callers_of(function):
-                nxt = self.f.next_collective_after(caller)
+                nxt = self.f.next_collective_after(caller, sync=True)
                 if nxt:
                     break
         elif after is not None:
             # two levels of callers: save_on_master <- save_model (same file) <- main.py's loop (VideoMAE)
-            nxt = self.f.next_collective_after(after, depth=2)
+            nxt = self.f.next_collective_after(after, depth=2, sync=True)
         nxt = nxt or then
-        if nxt is None or self.f.waits_for_others(nxt.line) or self.budgeted:
-            return
+        if nxt is None or nxt.kind == "cpu barrier" or self.f.waits_for_others(nxt.line) or self.budgeted:
+            return   # (KataGo: the others wait for rank 0's validation at a multiprocessing.Barrier, untimed)
         if isinstance(after, ast.If) and _second_of_main_first(self.f, after, work):
             return
         if isinstance(after, ast.If) and stmts is after.body and any(ends_group(s) for s in after.orelse):
@@ -1358,6 +1364,8 @@ class _RankWalk:
         if site is None or _point_to_point(site) or any(
                 o.rule is Rule.UNEVEN_COLLECTIVE_COUNT and o.line == stmt.lineno for o in self.out):
             return
+        if (f.first_sync(loop.body) or site).kind == "cpu barrier" and f.aborts_cpu_barrier():
+            return   # KataGo: the others wait at a multiprocessing.Barrier that the leaving rank aborts on its way out
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
             f"`break` under `{_cond_text(rank_if.test)}` (line {rank_if.lineno}, true on some ranks only) leaves the "
@@ -1379,6 +1387,8 @@ class _RankWalk:
         site = _collective_skipped(f, loop, rank_if)
         if site is None or _point_to_point(site) or _under_join(f, loop):
             return
+        if (_collective_skipped(f, loop, rank_if, sync=True) or site).kind == "cpu barrier":
+            return   # KataGo: the others wait at a multiprocessing.Barrier (untimed), which the next pass meets too
         block, i, _owner = f.parents[id(stmt)]
         if any(f.first_collective(st) is not None for st in block[:i]):
             return   # (`barrier(); continue`: the skipped call is made on the way out)
@@ -1774,15 +1784,16 @@ def _padded_to_a_multiple(f: SourceFacts, loop: ast.For | ast.AsyncFor) -> bool:
     return False
 
 
-def _collective_skipped(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt) -> Site | None:
+def _collective_skipped(f: SourceFacts, loop: ast.AST, exit_stmt: ast.stmt, *, sync: bool = False) -> Site | None:
     """The first collective a ``continue`` skips: one after it in its pass, up to the end of the loop's body. A
     collective before it was reached all the same (Coqui's Trainer: ``outputs, _ = self.train_step(batch, ...)``
-    then ``if outputs is None: continue``, every rank still steps once per batch)."""
+    then ``if outputs is None: continue``, every rank still steps once per batch). ``sync``: a wait at a barrier
+    of the launching processes counts too."""
     node: ast.AST = exit_stmt
     while id(node) in f.parents:
         block, i, owner = f.parents[id(node)]
         for st in block[i + 1:]:
-            site = f.first_collective(st)
+            site = f.first_sync(st) if sync else f.first_collective(st)
             if site is not None:
                 return site
         if owner is loop:
@@ -2076,12 +2087,33 @@ def _guards_its_group(f: SourceFacts, stmt: ast.If) -> bool:
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) \
             and _const(test.comparators[0]) is None:
         test = test.left
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In) \
+            and f.is_rank_value(test.left) and not stmt.orelse:
+        # Megatron-Bridge: `ranks = dist.get_process_group_ranks(embd_group)`, then `if dist.get_rank() in ranks:
+        # dist.broadcast(..., group=embd_group)`: this rank is a member of the group the body's collectives run over
+        test = _group_of_ranks(f, stmt, test.comparators[0])
+        if test is None:
+            return False
     if not isinstance(test, (ast.Name, ast.Attribute)) or stmt.orelse:
         return False
     name = dotted(test)
     calls = [n for s in stmt.body for n in subtree(s) if isinstance(n, ast.Call) and f.collective_of(n) is not None]
     return bool(calls) and all(any(kw.arg in ("group", "process_group", "pg") and dotted(kw.value) == name
                                    for kw in c.keywords) for c in calls)
+
+
+def _group_of_ranks(f: SourceFacts, stmt: ast.If, ranks: ast.AST) -> ast.AST | None:
+    """The group whose members ``ranks`` lists (``dist.get_process_group_ranks(group)``, or a name the function bound
+    to that before ``stmt``), or None."""
+    if isinstance(ranks, ast.Name):
+        fn = f.enclosing_function(stmt)
+        bound = [n.value for n in walk_local(fn if fn is not None else f.tree) if isinstance(n, ast.Assign)
+                 and n.lineno < stmt.lineno and any(isinstance(t, ast.Name) and t.id == ranks.id for t in n.targets)]
+        ranks = bound[-1] if len(bound) == 1 else ranks
+    if isinstance(ranks, ast.Call) and call_name(ranks)[1] in ("get_process_group_ranks", "get_group_ranks") \
+            and ranks.args:
+        return ranks.args[0]
+    return None
 
 
 def _implied_by_enclosing(f: SourceFacts, stmt: ast.If) -> bool:
@@ -2325,6 +2357,29 @@ def _callee(f: SourceFacts, call: ast.Call) -> tuple[SourceFacts, str] | None:
     return f.memo[key]   # type: ignore[return-value]
 
 
+_WORLD_NAME = re.compile(r"(?i)world|num_replicas|n_?ranks|num_ranks|n_?gpus|num_gpus|num_shards")
+
+
+def _floors_by_world(f: SourceFacts, call: ast.Call) -> bool:
+    """Does the call go to a function of the project that keeps a whole number of equal shares, the floor of a
+    count over the world size (KataGo's ``read_npz_training_data``: ``num_whole_steps = num_samples // (batch_size
+    * world_size)``, then this rank's slice of those steps), and never gives the last rank the remainder
+    (``if rank == world_size - 1: end = len(data)``)?"""
+    target = _callee(f, call)
+    if target is None:
+        return False
+    other, func = target
+    fn = other.functions[func][0]
+    floors = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
+                 and any(isinstance(x, ast.Name) and _WORLD_NAME.search(x.id) for x in subtree(n.right))
+                 for n in ast.walk(fn))
+    remainder = any(isinstance(n, ast.Compare) and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Sub)
+                                                       for x in [n.left, *n.comparators])
+                    and any(isinstance(x, ast.Name) and _WORLD_NAME.search(x.id) for x in subtree(n))
+                    for n in ast.walk(fn))
+    return floors and not remainder
+
+
 def _pads(f: SourceFacts, call: ast.Call) -> bool:
     """Does the call go to a function of the project that builds a ``DistributedSampler`` (the shares padded)?"""
     target = _callee(f, call)
@@ -2442,6 +2497,10 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             n = stack.pop()
             if isinstance(n, ast.Name) and n.id in own:
                 continue
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "recv" \
+                    and isinstance(n.func.value, ast.Subscript):
+                continue   # a message from the pipe this rank reads (KataGo: `readpipes[rank - 1].recv()`, the file
+                # list rank 0 sends to every rank), not a share the rank picks
             if isinstance(n, ast.Call):
                 name = dotted(n.func)
                 if _UNEVEN_SAMPLER.search(name):   # first: SequentialDistributedSampler is not padded
@@ -2492,7 +2551,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                     # a loader or sampler built in another file from the rank (ijepa's make_imagenet1k, BLIP's
                     # create_sampler): whether it pads the shares cannot be seen from here
                     continue
-                if data_call_pads(n):
+                if data_call_pads(n) or _floors_by_world(f, n):
                     continue   # SEA-RAFT's `fetch_dataloader(args, rank=rank, ...)` builds a DistributedSampler
                 # the device a batch is moved to is where it goes, not which share it is (glue-factory's
                 # `batch_to_device(data, device)`, with `device = rank`)
@@ -3100,13 +3159,16 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
         # on the ranks but 0) does not make what is iterated a share
         quiet = {id(n) for kw in subtree(node.iter) if isinstance(kw, ast.keyword) and kw.arg not in _DATA_KWARGS
                  for n in subtree(kw.value)}
+        # nor does the rank handed to a reader that keeps equal whole shares (KataGo's read_npz_training_data)
+        quiet |= {id(n) for c in subtree(node.iter) if isinstance(c, ast.Call) and _floors_by_world(f, c)
+                  for a in [*c.args, *(k.value for k in c.keywords)] if f.is_rank_value(a) for n in subtree(a)}
         names = {dotted(n) for n in subtree(node.iter) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in quiet}
         fn = f.enclosing_function(node)
         if fn is not None:
             names |= {f"{fn.name}:{n}" for n in names}
         shard = sorted(names & uneven.keys())
         direct = _UNEVEN_SAMPLER.search(ast.unparse(node.iter)) is not None
-        if not shard and not direct:
+        if not shard and not direct or _fixed_length(f, node):
             continue
         site = f.first_collective([st for st in node.body if not _on_one_pass(node, st)])
         if f._may_shard_here():   # a forward of a model sharded in another file: the pass's first collective
@@ -3126,6 +3188,26 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
     out += _generate_unsynced(f)
     out += _collective_at_exhaustion(f, uneven)
     return out
+
+
+def _fixed_length(f: SourceFacts, loop: ast.For | ast.AsyncFor) -> bool:
+    """Does the loop walk a list or tuple written out in the source, or a name its function binds only to one
+    (Megatron-Bridge's ``local_components = [w[z_idx], w[x_idx], ...]``, five of this rank's pieces): as many
+    passes on every rank, whatever the pieces hold?"""
+    def literal(node: ast.AST) -> bool:
+        return isinstance(node, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in node.elts)
+    if literal(loop.iter):
+        return True
+    if not isinstance(loop.iter, ast.Name):
+        return False
+    fn = f.enclosing_function(loop)
+    bound = [n for n in walk_local(fn if fn is not None else f.tree)
+             if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With))
+             and loop.iter.id in {t for tgt in (n.targets if isinstance(n, ast.Assign) else
+                                               [n.target] if not isinstance(n, ast.With) else
+                                               [i.optional_vars for i in n.items if i.optional_vars is not None])
+                                  for t in target_names(tgt)}]
+    return bool(bound) and all(isinstance(n, ast.Assign) and literal(n.value) for n in bound)
 
 
 def _collective_at_exhaustion(f: SourceFacts, uneven: dict[str, str]) -> list[RawFinding]:

@@ -168,6 +168,10 @@ class Project:
                             out.append((other, node, name))
         return out
 
+    def reexported(self, package: SourceFacts, name: str) -> SourceFacts | None:
+        """The file of a package that its ``__init__.py`` takes ``name`` from, if ``package`` is one."""
+        return self._reexports(package, name) if Path(package.path).name == "__init__.py" else None
+
     def _reexports(self, module: SourceFacts, name: str) -> SourceFacts | None:
         """The file ``module`` takes ``name`` from by ``from .file import name`` (under the same name), if any."""
         how = module.import_from.get(name)

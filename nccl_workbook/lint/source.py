@@ -68,6 +68,9 @@ UNAMBIGUOUS_METHODS = frozenset({
     # a DeepSpeed engine's ZeRO-3 state dict: every layer's partitioned parameters gathered (MedicalGPT's
     # `save_model_zero3` under `if trainer.is_world_process_zero():`, missed in held-out round 57)
     "_zero3_consolidated_16bit_state_dict",
+    # ZeroRedundancyOptimizer's (and fairscale OSS's) gather of every rank's optimizer shard onto one rank:
+    # "this needs to be called on all ranks" (torch/distributed/optim/zero_redundancy_optimizer.py)
+    "consolidate_state_dict",
 })
 #: mpi4py's collectives (lower case for Python objects, capitalised for buffers), on a communicator: the
 #: guided-diffusion family loads a checkpoint with ``MPI.COMM_WORLD.bcast`` beside its torch.distributed group
@@ -99,6 +102,16 @@ DIST_OBJECT_CLASSES = re.compile(r"(^|\.)(Accelerator|PartialState|AcceleratorSt
 DATA_PARALLEL_NAMES = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
                                  "deepspeed", "Accelerator", "DistributedOptimizer", "Fabric"})
 
+#: optimizers that shard their state over the ranks: each step() all-gathers (or broadcasts) the updated
+#: parameters, so every rank must step (torch's ZeroRedundancyOptimizer, fairscale's OSS)
+_ZERO_OPTIMIZERS = re.compile(r"(^|\.)(ZeroRedundancyOptimizer|OSS)$")
+#: a name that says it holds such an optimizer (Neuron_SP's `self._dist_optimizer.step()`: "reduce_scatter ->
+#: Adam -> all_gather")
+_ZERO_OPTIMIZER_NAME = re.compile(r"^_?(dist|distributed|zero|sharded)_optim(izer)?$")
+#: a barrier of the launching processes, outside the process group (KataGo's ``torch.multiprocessing.Barrier``
+#: handed to every spawned rank: "the non-zero ranks idle here harmlessly", no NCCL timeout runs there)
+_CPU_BARRIER = re.compile(r"\b(multiprocessing|threading|mp|ctx|manager)\.Barrier\(|"
+                          r"from\s+(torch\.)?(multiprocessing|threading)\s+import\s[^\n]*\bBarrier\b")
 #: names of what a sharding call hands back beside the model
 _NOT_A_MODEL = re.compile(r"(?i)optim|sched|loader|data|sampler|^lr|^_$")
 #: words that say a script may run sharded under Accelerate (its launch config can also say so)
@@ -184,7 +197,9 @@ LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|te
 _NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args|"
                                 r"config|generation_config|OmegaConf|omegaconf|yaml|json|toml)$|"
                                 # (Apollo's `left_tokenizer.save_pretrained(...)`, held-out round 57)
-                                r"(^|\.|_)(tokenizer|processor|feature_extractor|image_processor)$")
+                                r"(^|\.|_)(tokenizer|processor|feature_extractor|image_processor|config)$|"
+                                # (CoLLiE's `AutoConfig.from_pretrained(path).save_pretrained(out)`: a JSON file)
+                                r"(^|\.)\w*(Config|Tokenizer|Processor)\.from_pretrained\(")
 #: a payload named for evaluation results (scores, metrics, statistics), not for a model
 _RESULTS = re.compile(r"eval|metric|(?<![a-z])stats?(?![a-z])|statistic|result|score|histor|record", re.IGNORECASE)
 #: a test that the model being trained is an adapter (what it saves is the adapter)
@@ -193,6 +208,7 @@ _ADAPTER = re.compile(r"peft|lora|adapter", re.IGNORECASE)
 _HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buffer|cpu\(|cuda\(|numpy\(|"
                     r"\bstates?\b|\bsd\b|ckpt|checkpoint", re.IGNORECASE)
 _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "hyperparameters", "meta", "metadata",
+                               "card",   # a model card: the repository's README (finetrainers' save_model_card)
                                "metafile", "statistics", "stats",
                                "json", "yaml", "yml", "txt", "csv", "manifest", "symlink", "info", "readme", "command",
                                "cmd", "argv", "version"})
@@ -617,6 +633,8 @@ class SourceFacts:
         self.sharded: set[str] = set()
         #: names holding an Accelerator / PartialState / Fabric: their gather/reduce/broadcast are collective
         self.dist_objects: set[str] = set()
+        #: names holding an optimizer that shards its state over the ranks: its step() is a collective
+        self.zero_optimizers: set[str] = set()
         self.modules: dict[str, str] = {}     # local name -> module it stands for
         self.imported: dict[str, str] = {}    # local name -> "module.name" it was imported as
         self.argparse_defaults: dict[str, object] = {}
@@ -649,6 +667,10 @@ class SourceFacts:
         self._long: dict[str, Site | None] = {}
         self._returns_flag: set[str] = set()
         self._stmt_collective: dict[int, Site | None] = {}
+        self._stmt_sync: dict[int, Site | None] = {}
+        #: does the file make a process-shared barrier (``torch.multiprocessing.Barrier``)? Its ``wait()`` is where
+        #: every rank meets with no process-group timeout (set by :meth:`parse` from the text)
+        self.cpu_barriers = False
         self._waiting: list[tuple[int, int]] | None = None
         self._adapter_lines: list[tuple[int, int]] | None = None
         #: results the checks compute once per file (``(check, key) -> value``), kept with the file so that they
@@ -692,6 +714,7 @@ class SourceFacts:
         facts.big_model_named = facts.big_model and bool(_BIG_MODEL_NAMED.search(text))
         facts.shard_modes = frozenset(m for m, words in SHARDING_MODES.items() if facts.big_model and words.search(text))
         facts.partitioned = bool(_PARTITIONED.search(text))
+        facts.cpu_barriers = bool(_CPU_BARRIER.search(text))
         return facts
 
     # -- indexing ---------------------------------------------------------------------------------------
@@ -775,6 +798,8 @@ class SourceFacts:
                 self.sharded.update(n for n in names if len(names) == 1 or not _NOT_A_MODEL.search(n.rsplit(".", 1)[-1]))
             if isinstance(value, ast.Call) and DIST_OBJECT_CLASSES.search(dotted(value.func)):
                 self.dist_objects.update(names)
+            if isinstance(value, ast.Call) and _ZERO_OPTIMIZERS.search(dotted(value.func)):
+                self.zero_optimizers.update(names)
         for name, defs in self.functions.items():
             for fn in defs:
                 for node in walk_local(fn):
@@ -813,6 +838,14 @@ class SourceFacts:
             rank_exp = isinstance(v, ast.IfExp) and self.is_rank_condition(v.test) and None in (
                 _const(v.body), _const(v.orelse))
             names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+            # an attribute set on some ranks only and nowhere else in the file keeps on the others the value the
+            # object was made with (molmo PR 33: `cfg.load_path = str(latest)` under `if get_global_rank() == 0:`,
+            # then `if cfg.load_path is not None: trainer.restore_checkpoint(...)` on every rank)
+            # (not in a function that then sends what rank 0 set: HRM's load_synced_config, `config.checkpoint_path =
+            # ...` under `if rank == 0:`, then `dist.broadcast_object_list([config], src=0)`)
+            if not self._sends_objects(self.enclosing_function(node)):
+                names |= {dotted(t) for t in node.targets if isinstance(t, ast.Attribute)
+                          and isinstance(t.value, ast.Name) and t.value.id not in ("self", "cls")}
             (on_some if id(node) in under_rank or rank_exp else on_all).update(names)
         # a cache made on first use (TorchRec's `if _INTRA_PG is None: <every rank makes every group, keeps its
         # own>`): every rank binds it there, whichever branch of its body does
@@ -822,6 +855,13 @@ class SourceFacts:
                 and any(isinstance(t, ast.Name) and t.id == node.test.left.id
                         for stmt in node.body for a in subtree(stmt) if isinstance(a, ast.Assign) for t in a.targets)}
         self.rank_objects |= on_some - on_all - lazy
+
+    def _sends_objects(self, fn: ast.AST | None) -> bool:
+        """Does the function (or the module, for None) send Python objects from one rank to the others
+        (``broadcast_object_list``, ``scatter_object_list``)?"""
+        return any(isinstance(n, ast.Call) and call_name(n)[1] in ("broadcast_object_list", "scatter_object_list",
+                                                                   "broadcast_object")
+                   for n in walk_local(fn if fn is not None else self.tree))
 
     def _each_rank_in_turn(self, stmt: ast.If) -> bool:
         """``for group_rank in range(n): ... if my_group_rank == group_rank: _INTRA_PG = pg`` (TorchRec): the loop
@@ -1143,6 +1183,10 @@ class SourceFacts:
                 return Site(line, f"{label} (sharded model)", kind="gathers shards")
         if not recv and name in self.sharded:
             return Site(line, f"{label} (sharded model forward)")
+        if name == "step" and recv and not call.args and (
+                recv in self.zero_optimizers or _ZERO_OPTIMIZER_NAME.search(recv.rsplit(".", 1)[-1])):
+            return Site(line, f"{label} (an optimizer that shards its state: each step gathers the updated "
+                              f"parameters from every rank)")
         if name in ("compute", "sync") and "metric" in recv.lower() and \
                 any(m.startswith("torchmetrics") for m in self.modules.values()):
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
@@ -1364,9 +1408,13 @@ class SourceFacts:
             # an object of a class of another file (picotron's `checkpoint_manager = CheckpointManager()`,
             # then `checkpoint_manager.save_checkpoint(...)`)
             module, sub, level = self.import_from[self._instances()[recv]]
-            other = self.project.module(module, here, level) if module else None
+            package = other = self.project.module(module, here, level) if module else None
             if other is None or name not in other.functions:
                 other = self.project.module(f"{module}.{sub}" if module else sub, here, level)
+            if other is None and package is not None and sub:
+                # a class a package's __init__.py takes from one of its files (LightZero's `from lzero.worker
+                # import MuZeroEvaluator as Evaluator`, then `evaluator.eval(...)`)
+                other = self.project.reexported(package, sub)
         if other is not None and func not in other.functions:
             other = other.defining(func)
         if other is None or other is self or func not in other.functions:
@@ -1396,10 +1444,14 @@ class SourceFacts:
         if ("instances", "") not in self.memo:
             out: dict[str, str] = {}
             classes: dict[str, str] = {}
-            for node in self.nodes:
-                if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
-                    continue
-                func = node.value.func
+            # `obj = Cls(...)`, and `with Cls(...) as obj:` (molmo's `with Trainer(...) as trainer:`)
+            bindings = [(node.targets, node.value) for node in self.nodes
+                        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)]
+            bindings += [([item.optional_vars], item.context_expr) for node in self.nodes
+                         if isinstance(node, (ast.With, ast.AsyncWith)) for item in node.items
+                         if item.optional_vars is not None and isinstance(item.context_expr, ast.Call)]
+            for targets, value in bindings:
+                func = value.func
                 if isinstance(func, ast.Name) and func.id in self.import_from and func.id[:1].isupper():
                     imported = func.id
                     cls = self.import_from[func.id][1] or func.id
@@ -1411,7 +1463,7 @@ class SourceFacts:
                     cls = func.attr
                 else:
                     continue
-                for t in node.targets:
+                for t in targets:
                     if isinstance(t, (ast.Name, ast.Attribute)):
                         out[dotted(t)] = imported
                         classes[dotted(t)] = cls
@@ -1474,7 +1526,11 @@ class SourceFacts:
         for module, sub, level in [*self.import_from.values(), *((m, "", lv) for m, lv in self.star_imports),
                                    *((m, "", 0) for m in self.lazy_imports)]:
             # `from train import trainers`: the package's __init__.py and the module train/trainers.py (HALOs)
-            for other in (self.project.module(module, here, level) if module else None,
+            package = self.project.module(module, here, level) if module else None
+            # a name a package's ``__init__.py`` takes from one of its files is that file's, one import away,
+            # not two (GLiNER's ``from .training import Trainer``: the trainer's step is in training/trainer.py)
+            through = self.project.reexported(package, sub) if package is not None and sub else None
+            for other in (package, through,
                           self.project.module(f"{module}.{sub}" if module else sub, here, level) if sub else None):
                 if other is not None and other is not self and all(other is not o for o in out):
                     out.append(other)
@@ -1641,6 +1697,51 @@ class SourceFacts:
                 return self._stmt_collective[key]
         return None
 
+    def first_sync(self, stmts: list[ast.stmt] | ast.AST) -> Site | None:
+        """The first collective or wait at a barrier of the launching processes (see :meth:`cpu_barrier_of`), in
+        source order, in a statement or a list of them."""
+        if not self.cpu_barriers:
+            return self.first_collective(stmts)
+        for stmt in stmts if isinstance(stmts, list) else [stmts]:
+            key = id(stmt)
+            if key not in self._stmt_sync:
+                best: Site | None = None
+                for node in walk_local(stmt):
+                    if isinstance(node, ast.Call):
+                        site = self.cpu_barrier_of(node) or self.collective_of(node)
+                        if site is not None and (best is None or site.line < best.line):
+                            best = site
+                self._stmt_sync[key] = best
+            if self._stmt_sync[key] is not None:
+                return self._stmt_sync[key]
+        return None
+
+    def cpu_barrier_of(self, call: ast.Call, depth: int = 1) -> Site | None:
+        """A wait at a barrier shared by the launching processes (``barrier.wait()`` in a file that makes a
+        ``multiprocessing.Barrier``), or a call of a function of this file that waits there (KataGo's
+        ``safe_barrier(barrier, rank)``): every rank meets there, and no process-group timeout runs while the
+        others wait for one rank's work. Kind ``"cpu barrier"``."""
+        if not self.cpu_barriers:
+            return None
+        recv, name = call_name(call)
+        if name == "wait" and "barrier" in recv.rsplit(".", 1)[-1].lower() and not self.resolves_to_dist(recv):
+            return Site(call.lineno, f"{recv}.wait() (a barrier of the launching processes, with no process-group "
+                                     f"timeout)", kind="cpu barrier")
+        if depth and not recv and name in self.functions and name not in self.imported:
+            for fn in self.functions[name]:
+                for node in walk_local(fn):
+                    if isinstance(node, ast.Call) and self.cpu_barrier_of(node, depth - 1) is not None:
+                        return Site(call.lineno, f"{name}() (which waits at a barrier of the launching processes, "
+                                                 f"with no process-group timeout)", kind="cpu barrier")
+        return None
+
+    def aborts_cpu_barrier(self) -> bool:
+        """Does the file abort a barrier of the launching processes (``barrier.abort()``): the ranks waiting there
+        are let go (with ``BrokenBarrierError``) when one leaves?"""
+        return self.cpu_barriers and any(
+            isinstance(n, ast.Call) and call_name(n)[1] == "abort" and "barrier" in call_name(n)[0].lower()
+            for n in self.nodes)
+
     def rank_only_function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """Decorated to run on one rank only (``@rank_zero_only``, ``@master_only``, ...), or wrapped so by an
         assignment (``save = rank_zero_only(save)``; DAC's ``checkpoint = when(lambda: accel.local_rank ==
@@ -1719,6 +1820,8 @@ class SourceFacts:
                 or self._under_media_test(node)):
             return None   # nnU-Net's architecture PDF, StyleGAN2-ADA's `save_image_grid(..., 'reals.png')`,
             # THUMT's `export_params(output, "params.json", params)`
+        if _ADAPTER.search(name) and {"save", "merge", "export", "push"} & set(_parts(name)):
+            return None   # CoLLiE's `pp_merge_peft(...)`, finetrainers' `_save_lora_weights(...)`: an adapter, MB
         if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
             inner = self.function_long_work(name)
             if inner is not None:
@@ -1807,10 +1910,14 @@ class SourceFacts:
         artifact_value.save(filename)``)? Then what is saved is one image, clip or sound."""
         key = ("media_lines", "")
         if key not in self.memo:
+            # (or of its class: finetrainers' `if isinstance(artifact, data.ImageArtifact): artifact.value.save(...)`)
             self.memo[key] = [(n.body[0].lineno, n.body[-1].end_lineno or n.body[-1].lineno)
                               for n in self.nodes if isinstance(n, ast.If) and any(
                                   isinstance(c, ast.Constant) and isinstance(c.value, str)
-                                  and _MEDIA.search(c.value.lower()) for c in subtree(n.test))]
+                                  and _MEDIA.search(c.value.lower())
+                                  or isinstance(c, ast.Call) and call_name(c)[1] == "isinstance" and len(c.args) == 2
+                                  and any(_MEDIA.search(p) for p in _parts(dotted(c.args[1]).rsplit(".", 1)[-1]))
+                                  for c in subtree(n.test))]
         line = getattr(node, "lineno", 0)
         return any(a <= line <= b for a, b in self.memo[key])   # type: ignore[attr-defined]
 
@@ -1985,9 +2092,11 @@ class SourceFacts:
         return big(self) or self.project is not None and self.project.any_named(big)
 
     # -- program order ----------------------------------------------------------------------------------
-    def next_collective_after(self, stmt: ast.AST, *, depth: int = 1) -> Site | None:
+    def next_collective_after(self, stmt: ast.AST, *, depth: int = 1, sync: bool = False) -> Site | None:
         """The first collective every rank reaches after ``stmt``: later statements, the next pass of an
-        enclosing loop, and (``depth`` levels) what follows the calls of the enclosing function."""
+        enclosing loop, and (``depth`` levels) what follows the calls of the enclosing function. ``sync``: a wait
+        at a barrier of the launching processes counts too (see :meth:`cpu_barrier_of`)."""
+        first = self.first_sync if sync else self.first_collective
         node = stmt
         leaving: type | None = None   # ast.Break / ast.Continue / ast.Return: the rest of the block is skipped
         while id(node) in self.parents:
@@ -1997,7 +2106,7 @@ class SourceFacts:
                 for later in rest:
                     # audiolm's `if self.is_main and not (steps % self.save_model_every): self.save(...)`: a branch
                     # taken on the main rank only is not where every rank goes next (its `else` is)
-                    site = self.first_collective(later.orelse if isinstance(later, ast.If)
+                    site = first(later.orelse if isinstance(later, ast.If)
                                                  and self._on_main_only(later) else later)
                     if site is not None:
                         return site
@@ -2011,7 +2120,7 @@ class SourceFacts:
                 # (Composer's download_checkpoint: local rank 0 downloads in the `try:`, every rank meets
                 # `dist.barrier()` in the `finally:`)
                 for later in ([*owner.orelse] if block is owner.body and leaving is None else []) + owner.finalbody:
-                    site = self.first_collective(later)
+                    site = first(later)
                     if site is not None:
                         return site
             loop = isinstance(owner, (ast.For, ast.AsyncFor, ast.While)) and block is owner.body
@@ -2019,7 +2128,7 @@ class SourceFacts:
                 leaving = None   # what follows the loop comes next
             elif loop and leaving in (None, ast.Continue):
                 leaving = None
-                site = self.first_collective(block[:i])
+                site = first(block[:i])
                 here = block[i]
                 flagged_exit = any(isinstance(s, ast.If) and any(isinstance(b, ast.Break) for b in s.body)
                                    for s in block[i + 1:])   # GraphCast: `if terminate_training: break`
@@ -2027,24 +2136,24 @@ class SourceFacts:
                         isinstance(here, ast.If) and self.is_rank_condition(here.test) and not self.deals_round_robin(here)):
                     # the statement we are in runs again in the next pass, for every rank (PreSumm: the rank-0
                     # save sits in `if accum == grad_accum_count:` after that block's all_gather)
-                    site = self.first_collective(here)
+                    site = first(here)
                 if site is not None:
                     return site
             if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if depth <= 0:
                     return None
                 for caller in self.callers_of(owner):
-                    site = self.next_collective_after(caller, depth=depth - 1)
+                    site = self.next_collective_after(caller, depth=depth - 1, sync=sync)
                     if site is not None:
                         return site
                 for other, caller in self.project.callers(self, owner.name) if self.project else ():
-                    site = other.next_collective_after(caller, depth=depth - 1)
+                    site = other.next_collective_after(caller, depth=depth - 1, sync=sync)
                     if site is not None:
                         return other._elsewhere(other, site)
                 # a method called by a loop of a base class in another file (DBNet's BaseTrainer.train():
                 # `for epoch ...: self._train_epoch(epoch); self._on_epoch_finish()`, both overridden here)
                 for base, caller in self.base_callers(owner):
-                    site = base.next_collective_after(caller, depth=depth - 1) or self._next_pass_in(base, caller, owner)
+                    site = base.next_collective_after(caller, depth=depth - 1, sync=sync) or self._next_pass_in(base, caller, owner)
                     if site is not None:
                         # (no call in the script stands for it: reported here, see RawFinding.across)
                         return replace(base._elsewhere(base, site) if not site.path and base is not self else site,

@@ -4420,3 +4420,211 @@ def test_held_out_round_57() -> None:
             save_model_zero3(model, trainer)
         """)
     assert found(medical) == [(8, "collective-in-rank-branch")]
+
+
+def test_zero_redundancy_consolidate_is_a_collective():
+    # ZeroRedundancyOptimizer.consolidate_state_dict gathers every rank's shard of the optimizer state onto one
+    # rank ("needs to be called on all ranks"): on the saving rank alone it waits for the others
+    src = HEAD + textwrap.dedent("""\
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW)
+        for batch in loader:
+            model(batch).sum().backward()
+            optimizer.step()
+            if dist.get_rank() == 0:
+                optimizer.consolidate_state_dict(to=0)
+                torch.save(optimizer.state_dict(), "opt.pt")
+        """)
+    assert found(src) == [(9, "collective-in-rank-branch")]
+    # called on every rank, then saved on rank 0: the documented way
+    fixed = src.replace("    if dist.get_rank() == 0:\n        optimizer.consolidate_state_dict(to=0)\n",
+                        "    optimizer.consolidate_state_dict(to=0)\n    if dist.get_rank() == 0:\n")
+    assert fixed != src
+    assert "collective-in-rank-branch" not in [r for _, r in found(fixed)]
+
+
+def test_a_distributed_optimizer_step_is_a_collective():
+    # ZeroRedundancyOptimizer's step broadcasts each rank's updated shard: a rank that skips it on its own NaN
+    # leaves the others waiting (Neuron_SP issue 154: `if not _should_skip: self._dist_optimizer.step()`)
+    src = HEAD + textwrap.dedent("""\
+        import math
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW)
+        for batch in loader:
+            loss = model(batch)
+            loss.backward()
+            has_nan = not math.isfinite(loss.item())
+            if not has_nan:
+                opt.step()
+        """)
+    assert found(src) == [(11, "uneven-collective-count")]
+    # a plain optimizer's step is local: skipping it on one rank waits for nobody
+    assert found(src.replace("ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW)",
+                             "torch.optim.AdamW(model.parameters())")) == []
+    # a name that says so, made in another file (Neuron_SP's `self._dist_optimizer`)
+    named = src.replace("opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW)",
+                        "").replace("opt.step()", "self._dist_optimizer.step()")
+    assert found(named) == [(11, "uneven-collective-count")]
+
+
+def test_a_class_a_package_re_exports_is_one_import_away(tmp_path: Path) -> None:
+    # GLiNER: train.py -> `from gliner import GLiNER` (gliner/__init__.py: `from .model import GLiNER`) ->
+    # model.py's `from .training import Trainer` (training/__init__.py: `from .trainer import Trainer`) -> the
+    # trainer's `except torch.cuda.OutOfMemoryError: return zero loss` around the DDP backward, four files down
+    pkg = tmp_path / "gliner"
+    (pkg / "training").mkdir(parents=True)
+    (tmp_path / "train.py").write_text("from gliner import GLiNER\nGLiNER().train_model()\n")
+    (pkg / "__init__.py").write_text("from .model import GLiNER\n")
+    (pkg / "model.py").write_text("from .training import Trainer\nclass GLiNER:\n    def train_model(self):\n"
+                                  "        Trainer().train()\n")
+    (pkg / "training" / "__init__.py").write_text("from .trainer import Trainer\n")
+    (pkg / "training" / "trainer.py").write_text(
+        "import torch\nimport transformers\nfrom accelerate import Accelerator\n"
+        "class Trainer(transformers.Trainer):\n    def training_step(self, model, inputs):\n        try:\n"
+        "            loss = model(**inputs).loss\n            self.accelerator.backward(loss)\n"
+        "            return loss.detach()\n        except torch.cuda.OutOfMemoryError:\n"
+        "            return torch.zeros(())\n")
+    from nccl_workbook.lint import lint_paths
+    report = lint_paths([tmp_path / "train.py"])
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in report.findings] == [
+        ("trainer.py", 10, "exception-on-one-rank")]
+
+
+def test_a_barrier_of_the_launching_processes_has_no_timeout():
+    # KataGo (held-out round 58): rank 0 validates and exports alone, and the other ranks wait at a
+    # torch.multiprocessing.Barrier, where no NCCL watchdog runs, before the collective save every rank makes
+    src = HEAD + textwrap.dedent("""\
+        import torch.multiprocessing as mp
+        from threading import BrokenBarrierError
+
+        def safe_barrier(barrier):
+            try:
+                barrier.wait()
+            except BrokenBarrierError:
+                os._exit(0)
+
+        def train(rank, barrier, model, loader):
+            for epoch in range(10):
+                safe_barrier(barrier)
+                for batch in loader:
+                    model(batch).sum().backward()
+                    if rank == 0 and waiting_for_data():
+                        time.sleep(300)
+                        continue
+                if rank == 0:
+                    evaluate(model)
+                safe_barrier(barrier)
+                dist.all_reduce(stats)
+            barrier.abort()
+
+        if __name__ == "__main__":
+            barrier = mp.Barrier(4)
+            mp.spawn(train, args=(barrier,), nprocs=4)
+        """)
+    assert found(src) == []
+    # without the barrier before it, the others wait in the all-reduce, timed, for the evaluation
+    no_wait = src.replace("        safe_barrier(barrier)\n        dist.all_reduce", "        dist.all_reduce")
+    assert (21, "rank0-long-work-before-collective") in found(no_wait)
+    # a barrier of the process group is the collective itself
+    timed = src.replace("barrier.wait()", "dist.barrier()")
+    assert (21, "rank0-long-work-before-collective") in found(timed)
+
+
+def test_a_reader_that_keeps_equal_whole_shares(tmp_path: Path) -> None:
+    # KataGo (held-out round 58): read_npz_training_data(files, batch_size, world_size, rank) keeps
+    # `num_samples // (batch_size * world_size)` whole steps and this rank's slice of each: every rank runs as many
+    # backward passes. The file list each rank reads from its pipe is the one rank 0 sent (`readpipes[rank - 1].recv()`)
+    reader = ("def read_shards(files, batch_size, world_size, rank):\n    for f in files:\n        n = len(f)\n"
+              "        steps = n // (batch_size * world_size)\n"
+              "        rows = f[:steps * world_size * batch_size].reshape(steps, world_size, batch_size)[:, rank]\n"
+              "        for step in range(steps):\n            yield rows[step]\n")
+    (tmp_path / "data.py").write_text(reader)
+    (tmp_path / "train.py").write_text(
+        "import os\nimport torch\nimport torch.distributed as dist\nimport data\n\n"
+        "def train(rank, world_size, net, readpipes):\n"
+        "    dist.init_process_group('nccl', rank=rank, world_size=world_size)\n"
+        "    model = torch.nn.parallel.DistributedDataParallel(net)\n"
+        "    if rank == 0:\n        files = list_files()\n    else:\n        files = readpipes[rank - 1].recv()\n"
+        "    for batch in data.read_shards(files, 8, world_size, rank):\n"
+        "        model(batch).sum().backward()\n\n"
+        "rank = int(os.environ['RANK'])\ntrain(rank, 4, net, pipes)\n")
+    from nccl_workbook.lint import lint_paths
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    # the last rank takes the remainder: its share is longer
+    (tmp_path / "data.py").write_text(reader.replace("        n = len(f)\n", "        n = len(f)\n"
+                                                     "        if rank == world_size - 1:\n            n += 1\n"))
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings] == [
+        (14, "uneven-collective-count")]
+
+
+def test_a_setting_changed_on_rank_zero_then_read_by_every_rank(tmp_path: Path) -> None:
+    # molmo PR 33: `cfg.load_path = str(latest)` under `if get_global_rank() == 0:`, then on every rank
+    # `if cfg.load_path is not None: trainer.restore_checkpoint(...)`, whose barriers only rank 0 reaches
+    (tmp_path / "trainer.py").write_text(
+        "import torch.distributed as dist\nclass Trainer:\n    def __enter__(self):\n        return self\n"
+        "    def __exit__(self, *a):\n        pass\n    def restore_checkpoint(self, path):\n"
+        "        state = load(path)\n        dist.barrier()\n")
+    train = ("import torch.distributed as dist\nfrom trainer import Trainer\ncfg = load_config()\n"
+             "if dist.get_rank() == 0:\n    if resume_found():\n        cfg.load_path = latest()\n"
+             "dist.barrier()\nwith Trainer() as trainer:\n    if cfg.load_path is not None:\n"
+             "        trainer.restore_checkpoint(cfg.load_path)\n")
+    (tmp_path / "train.py").write_text(train)
+    from nccl_workbook.lint import lint_paths
+    report = lint_paths([tmp_path / "train.py"])
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in report.findings] == [
+        ("train.py", 10, "collective-in-rank-branch")]
+    # set on every rank (the fix: the resume logic outside the rank test)
+    (tmp_path / "train.py").write_text(train.replace("if dist.get_rank() == 0:\n    if resume_found():",
+                                                     "if True:\n    if resume_found():"))
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    # set on rank 0 and then sent to every rank (HRM's load_synced_config: `dist.broadcast_object_list([cfg])`)
+    synced = train.replace("cfg = load_config()\nif dist.get_rank() == 0:\n    if resume_found():\n"
+                           "        cfg.load_path = latest()\n",
+                           "def synced_config():\n    cfg = load_config()\n    if dist.get_rank() == 0:\n"
+                           "        cfg.load_path = latest()\n    objects = [cfg]\n"
+                           "    dist.broadcast_object_list(objects, src=0)\n    return objects[0]\n"
+                           "cfg = synced_config()\n")
+    assert synced != train
+    (tmp_path / "train.py").write_text(synced)
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
+
+
+def test_false_reports_found_in_library_trainers_a_re_export_brings_in():
+    # a broadcast over a group, under a test that this rank is one of the group's members (Megatron-Bridge's
+    # embedding group): every member calls it
+    member = HEAD + textwrap.dedent("""\
+        def sync_embeddings(model, embd_group):
+            ranks = dist.get_process_group_ranks(embd_group)
+            if dist.get_rank() in ranks:
+                dist.broadcast(model.weight, src=ranks[0], group=embd_group)
+        """)
+    assert found(member) == []
+    assert found(member.replace("group=embd_group)", "group=None)")) == [(6, "collective-in-rank-branch")]
+    # five pieces written out: as many all-gathers on every rank
+    pieces = HEAD + textwrap.dedent("""\
+        def gather(w, rank, world):
+            parts = [w[rank::world], w[rank + 1::world]]
+            for p in parts:
+                dist.all_gather(out, p)
+        """)
+    assert found(pieces) == []
+    assert found(pieces.replace("parts = [w[rank::world], w[rank + 1::world]]", "parts = w[rank::world]")) == [
+        (6, "uneven-collective-count")]
+    # rank 0 writes small files while the others wait at the barrier: a model's config and tokenizer, an adapter,
+    # a model card, one validation image (CoLLiE, finetrainers)
+    small = HEAD + textwrap.dedent("""\
+        model = torch.nn.parallel.DistributedDataParallel(net)
+        for step, batch in enumerate(loader):
+            model(batch).sum().backward()
+            if dist.get_rank() == 0:
+                AutoConfig.from_pretrained(path).save_pretrained(out)
+                AutoTokenizer.from_pretrained(path).save_pretrained(out)
+                peft_config.save_pretrained(out)
+                pp_merge_peft(out)
+                save_model_card(repo_id, images)
+                if isinstance(artifact, ImageArtifact):
+                    artifact.value.save(out)
+            dist.barrier()
+        """)
+    assert found(small) == []
+    assert found(small.replace("pp_merge_peft(out)", "save_model(out)")) == [(10, "rank0-long-work-before-collective")]
