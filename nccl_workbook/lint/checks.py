@@ -37,9 +37,9 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (POINT_TO_POINT, SHARDING_MODES, STEP_NAME as _STEP_CALL, Site, SourceFacts,
-                                      _const, _param_defaults, bound_arguments, call_name, dotted, ends_group, save_kind,
-                                      subtree, target_names, walk_local)
+from nccl_workbook.lint.source import (POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES, STEP_NAME as _STEP_CALL, Site,
+                                      SourceFacts, _const, _param_defaults, bound_arguments, call_name, dotted,
+                                      ends_group, save_kind, subtree, target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement",
            "check_dummy_forwards", "check_exceptions", "check_noop_settings", "check_loader_timeouts",
@@ -1033,6 +1033,7 @@ class _RankWalk:
         work = self.f.first_long_work(stmts, skip)
         if work is None:
             return
+        work = _evaluation_loop(stmts, work, function or self.f.enclosing_function(stmts[0]))
         nxt: Site | None = None
         if function is not None:
             for caller in self.f.callers_of(function):
@@ -1421,6 +1422,24 @@ class _RankWalk:
             f"wait there for them",
             fix="test the condition outside the rank test, so that every rank leaves together (or send the decision "
                 "from the rank that makes it with `dist.broadcast_object_list`)"))
+
+
+def _evaluation_loop(stmts: list[ast.stmt], work: Site, fn: ast.AST | None) -> Site:
+    """In a function named for evaluating, a rank-only region that loops before its save evaluates first: the
+    loop is the long work (LightZero's evaluator: under ``if eval_flag:`` the episodes of every environment,
+    then the best checkpoint's save). The save alone would be a note."""
+    if work.kind not in SAVE_KINDS or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or not _EVAL_PARTS.intersection(p.lower() for p in re.split(r"_|(?<=[a-z])(?=[A-Z])", fn.name)):
+        return work
+    loop = next((n for st in stmts for n in walk_local(st) if isinstance(n, (ast.For, ast.While))
+                 and n.lineno < work.line), None)
+    if loop is None:
+        return work
+    return Site(loop.lineno, f"the evaluation loop of {fn.name}()")
+
+
+#: word parts of a function's name that say it evaluates
+_EVAL_PARTS = frozenset({"eval", "evaluate", "evaluation", "validate", "validation", "test", "inference"})
 
 
 def _outer_rank_if_in_loop(f: SourceFacts, stmt: ast.stmt, loop: ast.AST) -> ast.If | None:
@@ -2764,6 +2783,7 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2, cls: str | None = N
                 break
             if isinstance(node, ast.If) and f.is_rank_condition(node.test) and f.first_collective(node.body) is None:
                 work = f.first_long_work(node.body)
+                work = _evaluation_loop(node.body, work, fn) if work is not None else None
                 if work is not None and f.next_collective_after(node, depth=0) is None:
                     found = (f"where `{_cond_text(node.test)}` ({where}:{node.lineno}) holds",
                              replace(work, path=work.path or where), _names_in(node.test))

@@ -808,6 +808,7 @@ class SourceFacts:
                 if name not in self._returns_flag and self._answers_by_rank(fn):
                     self._returns_flag.add(name)
         self._index_rank_objects(ifs, plain)
+        self._index_branch_flags(ifs)
 
     def _answers_by_rank(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """Does the function answer only ``True`` or ``False``, and one of them under a test of the rank (speechbrain's
@@ -855,6 +856,24 @@ class SourceFacts:
                 and any(isinstance(t, ast.Name) and t.id == node.test.left.id
                         for stmt in node.body for a in subtree(stmt) if isinstance(a, ast.Assign) for t in a.targets)}
         self.rank_objects |= on_some - on_all - lazy
+
+    def _index_branch_flags(self, ifs: list[ast.If]) -> None:
+        """Flags given one constant under a rank test and the other elsewhere (LightZero's evaluator: ``elif
+        self.task_id is None and get_rank() == 0: eval_flag = True`` / ``else: eval_flag = False``, then ``if
+        eval_flag: <evaluate>``): they hold on some ranks only."""
+        def consts(block: list[ast.stmt]) -> dict[str, object]:
+            return {t.id: _const(st.value) for st in block if isinstance(st, ast.Assign)
+                    and isinstance(_const(st.value), bool) for t in st.targets if isinstance(t, ast.Name)}
+        for node in ifs:
+            if not self.is_rank_condition(node.test):
+                continue
+            taken = consts(node.body)
+            if node.orelse:
+                other = consts(node.orelse)
+            else:   # `flag = False` just before `if rank == 0: flag = True`
+                block, i, _owner = self.parents.get(id(node), ([], 0, None))
+                other = consts(block[max(0, i - 3):i])
+            self.rank_flags.update(n for n, v in taken.items() if n in other and other[n] is not v)
 
     def _sends_objects(self, fn: ast.AST | None) -> bool:
         """Does the function (or the module, for None) send Python objects from one rank to the others

@@ -4628,3 +4628,30 @@ def test_false_reports_found_in_library_trainers_a_re_export_brings_in():
         """)
     assert found(small) == []
     assert found(small.replace("pp_merge_peft(out)", "save_model(out)")) == [(10, "rank0-long-work-before-collective")]
+
+
+def test_an_evaluator_object_that_evaluates_on_rank_zero_inside(tmp_path: Path) -> None:
+    # LightZero (held-out round 58, missed at the blind run): `evaluator = Evaluator(...)` from a package that
+    # re-exports it, then `evaluator.eval(...)` on every rank; inside, a flag set True under `get_rank() == 0` and
+    # False otherwise gates the episodes and the best checkpoint's save, while the others go on to a barrier
+    (tmp_path / "worker").mkdir()
+    (tmp_path / "worker" / "__init__.py").write_text("from .evaluator import Evaluator\n")
+    evaluator = (
+        "import torch\nfrom torch.distributed import get_rank\n"
+        "class Evaluator:\n    def eval(self, save_fn, n):\n"
+        "        if self.multi_task:\n            flag = True\n        elif get_rank() == 0:\n"
+        "            flag = True\n        else:\n            flag = False\n"
+        "        if flag:\n            while not self.env.done():\n                self.env.step(self.policy(self.obs))\n"
+        "            torch.save(self.policy.state_dict(), 'best.pt')\n        return False\n")
+    (tmp_path / "worker" / "evaluator.py").write_text(evaluator)
+    (tmp_path / "train.py").write_text(
+        "import torch.distributed as dist\nfrom worker import Evaluator\nevaluator = Evaluator()\n"
+        "for it in range(100):\n    evaluator.eval(save, it)\n    dist.barrier()\n    learner.train(batch)\n")
+    from nccl_workbook.lint import lint_paths
+    report = lint_paths([tmp_path / "train.py"])
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in report.findings] == [
+        ("train.py", 5, "rank0-long-work-before-collective")]
+    assert "the evaluation loop of eval()" in report.findings[0].message
+    # a flag that does not follow the rank: every rank evaluates
+    (tmp_path / "worker" / "evaluator.py").write_text(evaluator.replace("elif get_rank() == 0:", "elif self.on:"))
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
