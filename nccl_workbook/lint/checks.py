@@ -770,19 +770,38 @@ _CHECKPOINT_NAME = re.compile(r"(?i)ckpt|checkpoint|resume|pretrain|weights?\b|\
                               r"download|lexicon|vocab|manifest|prepare")
 
 
-def _makes_tested_path(stmt: ast.If) -> str:
+#: a download into a folder (``torch.hub.load_state_dict_from_url(url, model_dir=d)``), and the keywords naming it
+_DOWNLOAD_INTO = re.compile(r"(^|_)(download\w*|load_state_dict_from_url|urlretrieve)$")
+_FOLDER_KEYWORDS = frozenset({"model_dir", "local_dir", "cache_dir", "root", "dst", "output_dir", "save_dir"})
+
+
+def _makes_tested_path(f: SourceFacts, stmt: ast.If) -> str:
     """The path an ``if not os.path.exists(p):`` tests when its body hands ``p`` to a call (a save into it), or
-    ``""``."""
+    ``""``; or an ``if os.path.exists(p): <load> else: <download>`` whose download writes into the folder ``p`` is
+    built from (D-FINE PR 221: ``model_path = local_model_dir + "PPHGNetV2_..."``, then rank 0's
+    ``load_state_dict_from_url(url, model_dir=local_model_dir)`` before a barrier)."""
     tested = {ast.unparse(c.args[0]) for c in subtree(stmt.test) if isinstance(c, ast.Call) and c.args
               and _FILE_TEST.search(ast.unparse(c.func) + "(")}
     tested |= {ast.unparse(c.func.value) for c in subtree(stmt.test) if isinstance(c, ast.Call)
                and isinstance(c.func, ast.Attribute) and c.func.attr in ("exists", "is_file", "is_dir")}
-    if not tested or not isinstance(stmt.test, ast.UnaryOp) or not isinstance(stmt.test.op, ast.Not):
+    negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
+    if not tested:
         return ""
-    for c in (n for s in stmt.body for n in subtree(s) if isinstance(n, ast.Call)):
+    for c in (n for s in (stmt.body if negated else []) for n in subtree(s) if isinstance(n, ast.Call)):
         for arg in [*c.args, *(k.value for k in c.keywords)]:
             if ast.unparse(arg) in tested:
                 return ast.unparse(arg)
+    fn = f.enclosing_function(stmt)
+    for c in (n for s in (stmt.body if negated else stmt.orelse) for n in subtree(s) if isinstance(n, ast.Call)):
+        if not _DOWNLOAD_INTO.search(call_name(c)[1]):
+            continue
+        folders = {ast.unparse(k.value) for k in c.keywords if k.arg in _FOLDER_KEYWORDS}
+        for path in tested:
+            built = [ast.unparse(a.value) for a in walk_local(fn if fn is not None else f.tree)
+                     if isinstance(a, ast.Assign) and a.lineno < stmt.lineno
+                     and any(ast.unparse(t) == path for t in a.targets)]
+            if any(re.search(rf"(?<![\w.]){re.escape(d)}(?![\w])", b) for d in folders for b in built):
+                return path
     return ""
 
 
@@ -1192,7 +1211,7 @@ class _RankWalk:
         # or the branch makes the very path it tests (ReLoRA's final save: `if not os.path.exists(model_dir):
         # save_model_ddp(..., model_dir)`, where rank 0 writes model_dir before its barrier): the ranks that test
         # after the first has made it skip the branch and its collectives
-        makes = _makes_tested_path(stmt)
+        makes = _makes_tested_path(self.f, stmt)
         if not makes and (self.f.enclosing_loop(stmt) is None and not per_step
                           or _CHECKPOINT_NAME.search(ast.unparse(stmt.test))):
             return

@@ -1809,10 +1809,14 @@ class SourceFacts:
                         _light_call(c) for s in node.body for c in walk_local(s) if isinstance(c, ast.Call)):
                     return None   # minimind's `for i in range(len(prompts)): Logger(prompts[i])`; BigVGAN's
                     # loop that builds a DataLoader per validation file list
+                if self._stops_after_a_few(node):
+                    return None   # cryostar's preview: `num += gt_images.shape[0]; if num >= total: break`, total=25
                 return Site(node.lineno, f"a loop over {text[:40]}")
             return None
         if not isinstance(node, ast.Call):
             return None
+        if self._in_a_short_loop(node):
+            return None   # a few batches (cryostar's 25 preview images): whatever each pass calls
         recv, name = call_name(node)
         if not name:
             return None
@@ -1923,6 +1927,31 @@ class SourceFacts:
                 return None   # DETR's `torch.save(coco_evaluator.coco_eval["bbox"].eval, ...)`: tens of MB of scores
             return Site(node.lineno, label, save_kind("save" if parts == ["save"] else name))
         return None
+
+    def _in_a_short_loop(self, node: ast.AST) -> bool:
+        """Is this inside a loop that leaves at a small count (see :meth:`_stops_after_a_few`)?"""
+        key = ("short_loops", "")
+        if key not in self.memo:
+            self.memo[key] = [(n.lineno, n.end_lineno or n.lineno) for n in self.nodes
+                              if isinstance(n, (ast.For, ast.AsyncFor)) and self._stops_after_a_few(n)]
+        line = getattr(node, "lineno", 0)
+        return any(lo <= line <= hi for lo, hi in self.memo[key])   # type: ignore[attr-defined]
+
+    def _stops_after_a_few(self, loop: ast.For | ast.AsyncFor, most: int = 100) -> bool:
+        """Does the loop leave at a small count, ``if n >= 25: break`` (the bound a constant, or a parameter of the
+        function whose default is one)?"""
+        fn = self._scope_of(loop.lineno)
+        defaults = dict(_param_defaults(fn)) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else {}
+
+        def small(x: ast.AST) -> bool:
+            value = _const(defaults.get(x.id)) if isinstance(x, ast.Name) and x.id in defaults else _const(x)
+            return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= most
+        # (not a training loop whose step count a small default caps: AnimateDiff's `max_train_steps: int = 100`)
+        return any(isinstance(st, ast.If) and len(st.body) == 1 and isinstance(st.body[0], ast.Break)
+                   and isinstance(st.test, ast.Compare) and len(st.test.ops) == 1
+                   and isinstance(st.test.ops[0], (ast.GtE, ast.Gt, ast.Eq)) and small(st.test.comparators[0])
+                   for st in loop.body) and not any(
+            isinstance(n, ast.Call) and call_name(n)[1] in ("backward", "step", "zero_grad") for n in walk_local(loop))
 
     def _under_media_test(self, node: ast.AST) -> bool:
         """Is this in the body of a test of a sample's kind (CogVideo's ``if artifact_type == "image":

@@ -4655,3 +4655,48 @@ def test_an_evaluator_object_that_evaluates_on_rank_zero_inside(tmp_path: Path) 
     # a flag that does not follow the rank: every rank evaluates
     (tmp_path / "worker" / "evaluator.py").write_text(evaluator.replace("elif get_rank() == 0:", "elif self.on:"))
     assert lint_paths([tmp_path / "train.py"]).with_notes == ()
+
+
+def test_a_loop_that_leaves_after_a_few_batches_is_short():
+    # cryostar (held-out round 59): rank 0 renders 25 preview images from the validation loader before a barrier
+    src = HEAD + textwrap.dedent("""\
+        def image_check(model, loader, total=25):
+            num = 0
+            for batch in loader:
+                images = model.infer(batch)
+                num += images.shape[0]
+                if num >= total:
+                    break
+
+        for epoch in range(10):
+            train_one_epoch(model, train_loader)
+            if dist.get_rank() == 0:
+                image_check(model, val_loader)
+            dist.barrier()
+        """)
+    assert found(src) == []
+    # the whole validation set: minutes
+    assert found(src.replace("total=25", "total=100000")) == [(14, "rank0-long-work-before-collective")]
+
+
+def test_a_download_into_the_folder_a_file_test_looks_in():
+    # D-FINE PR 221 (collected blind in stop 41): `if os.path.exists(model_path): load` `else:` rank 0 downloads
+    # into the folder model_path is in, then a barrier; a rank that looks after the download takes the first branch
+    # and never reaches the barrier rank 0 waits in
+    src = HEAD + textwrap.dedent("""\
+        def load_pretrained(local_model_dir, name, url):
+            model_path = local_model_dir + "PPHGNetV2_" + name + "_stage1.pth"
+            if os.path.exists(model_path):
+                state = torch.load(model_path)
+            else:
+                if dist.get_rank() == 0:
+                    state = torch.hub.load_state_dict_from_url(url, model_dir=local_model_dir)
+                    dist.barrier()
+                else:
+                    dist.barrier()
+                    state = torch.load(model_path)
+            return state
+        """)
+    assert found(src) == [(10, "collective-in-rank-branch")]
+    # a download somewhere else: the file was there before the job or it was not, alike on every rank
+    assert found(src.replace("model_dir=local_model_dir", "model_dir=cache_dir")) == []
