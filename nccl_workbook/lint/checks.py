@@ -37,8 +37,8 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES, STEP_NAME as _STEP_CALL, Site,
-                                      SourceFacts, _const, _param_defaults, bound_arguments, call_name, dotted,
+from nccl_workbook.lint.source import (LONG_PARTS, POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES, STEP_NAME as _STEP_CALL,
+                                      Site, SourceFacts, _const, _param_defaults, bound_arguments, call_name, dotted,
                                       ends_group, save_kind, subtree, target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement",
@@ -2407,7 +2407,13 @@ def _floors_by_world(f: SourceFacts, call: ast.Call) -> bool:
     if target is None:
         return False
     other, func = target
-    fn = other.functions[func][0]
+    key = ("floors_by_world", func)
+    if key not in other.memo:
+        other.memo[key] = _floors_uncached(other.functions[func][0])
+    return bool(other.memo[key])
+
+
+def _floors_uncached(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     floors = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
                  and any(isinstance(x, ast.Name) and _WORLD_NAME.search(x.id) for x in subtree(n.right))
                  for n in ast.walk(fn))
@@ -2809,7 +2815,8 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2, cls: str | None = N
             elif isinstance(node, (ast.Expr, ast.Assign)) and isinstance(node.value, ast.Call) \
                     and f.next_collective_after(node, depth=0) is None:
                 recv, callee = call_name(node.value)
-                if _ON_MAIN.search(callee):
+                # (a helper named for long work: StarVector's `print_only_on_master()` only replaces `print`)
+                if _ON_MAIN.search(callee) and LONG_PARTS & set(callee.lower().split("_")):
                     # (ConvNeXt-V2's `save_on_master(to_save, path)`: a checkpoint save, a note where nothing says
                     # the model is large)
                     found = (f"on the main process ({callee}() tests the rank inside)",

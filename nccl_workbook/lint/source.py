@@ -153,7 +153,8 @@ SAVE_PARTS = frozenset({"save", "checkpoint", "checkpoints", "ckpt", "export", "
 #: text that says the model may be large: sharded training (DeepSpeed, FSDP, Megatron, tensor or pipeline
 #: parallelism) or a large pretrained model named by its size (``"meta-llama/Llama-2-7b-hf"``, ``70B``)
 _BIG_BY_NAME = r"megatron|tensor_(model_)?parallel|pipeline_(model_)?parallel|model_parallel_size|" \
-               r"[\"'/_-]\d{1,3}(\.\d)?[bB](-|_|\b)|llama|mistral|mixtral|qwen|falcon|gpt-?neox"
+               r"[\"'/_-]\d{1,3}(\.\d)?[bB](?!_?words?\b|_word)(-|_|\b)|llama|mistral|mixtral|qwen|falcon|gpt-?neox"
+#: (not the One Billion Word benchmark's files: s4's `"1b_word_vocab.txt"`, held-out round 61)
 _BIG_MODEL = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|fully_shard\b|zero_?stage|zero3|" + _BIG_BY_NAME,
                         re.IGNORECASE)
 #: the same, but not by sharded training alone: a model named large, or split across ranks by tensor or pipeline
@@ -844,7 +845,8 @@ class SourceFacts:
             # then `if cfg.load_path is not None: trainer.restore_checkpoint(...)` on every rank)
             # (not in a function that then sends what rank 0 set: HRM's load_synced_config, `config.checkpoint_path =
             # ...` under `if rank == 0:`, then `dist.broadcast_object_list([config], src=0)`)
-            if not self._sends_objects(self.enclosing_function(node)):
+            if any(isinstance(t, ast.Attribute) for t in node.targets) \
+                    and not self._sends_objects(self.enclosing_function(node)):
                 names |= {dotted(t) for t in node.targets if isinstance(t, ast.Attribute)
                           and isinstance(t.value, ast.Name) and t.value.id not in ("self", "cls")}
             (on_some if id(node) in under_rank or rank_exp else on_all).update(names)
@@ -878,9 +880,12 @@ class SourceFacts:
     def _sends_objects(self, fn: ast.AST | None) -> bool:
         """Does the function (or the module, for None) send Python objects from one rank to the others
         (``broadcast_object_list``, ``scatter_object_list``)?"""
-        return any(isinstance(n, ast.Call) and call_name(n)[1] in ("broadcast_object_list", "scatter_object_list",
-                                                                   "broadcast_object")
-                   for n in walk_local(fn if fn is not None else self.tree))
+        key = ("sends_objects", str(id(fn)))
+        if key not in self.memo:
+            self.memo[key] = any(isinstance(n, ast.Call) and call_name(n)[1] in (
+                "broadcast_object_list", "scatter_object_list", "broadcast_object")
+                for n in walk_local(fn if fn is not None else self.tree))
+        return bool(self.memo[key])
 
     def _each_rank_in_turn(self, stmt: ast.If) -> bool:
         """``for group_rank in range(n): ... if my_group_rank == group_rank: _INTRA_PG = pg`` (TorchRec): the loop

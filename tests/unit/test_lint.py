@@ -4700,3 +4700,16 @@ def test_a_download_into_the_folder_a_file_test_looks_in():
     assert found(src) == [(10, "collective-in-rank-branch")]
     # a download somewhere else: the file was there before the job or it was not, alike on every rank
     assert found(src.replace("model_dir=local_model_dir", "model_dir=cache_dir")) == []
+
+
+def test_a_helper_named_for_the_main_process_that_does_no_long_work():
+    # StarVector (held-out round 60): init_distributed_mode() calls print_only_on_master(), which replaces `print`
+    src = HEAD + textwrap.dedent("""\
+        def init_distributed_mode(config):
+            print_only_on_master(config.rank == 0)
+
+        init_distributed_mode(config)
+        dist.barrier()
+        """)
+    assert found(src) == []
+    assert found(src.replace("print_only_on_master", "save_on_master")) != []
