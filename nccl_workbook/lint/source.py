@@ -1706,38 +1706,31 @@ class SourceFacts:
 
     def first_collective(self, stmts: list[ast.stmt] | ast.AST) -> Site | None:
         """The first collective (in source order) in a statement or a list of them."""
-        items = stmts if isinstance(stmts, list) else [stmts]
-        for stmt in items:
-            key = id(stmt)
-            if key not in self._stmt_collective:
-                best: Site | None = None
-                for node in walk_local(stmt):
-                    if isinstance(node, ast.Call):
-                        site = self.collective_of(node)
-                        if site is not None and (best is None or site.line < best.line):
-                            best = site
-                self._stmt_collective[key] = best
-            if self._stmt_collective[key] is not None:
-                return self._stmt_collective[key]
-        return None
+        return self._first_site(stmts, self._stmt_collective, self.collective_of)
 
     def first_sync(self, stmts: list[ast.stmt] | ast.AST) -> Site | None:
         """The first collective or wait at a barrier of the launching processes (see :meth:`cpu_barrier_of`), in
         source order, in a statement or a list of them."""
         if not self.cpu_barriers:
             return self.first_collective(stmts)
+        return self._first_site(stmts, self._stmt_sync, lambda c: self.cpu_barrier_of(c) or self.collective_of(c))
+
+    @staticmethod
+    def _first_site(stmts: list[ast.stmt] | ast.AST, memo: dict[int, Site | None],
+                    site_of: Callable[[ast.Call], Site | None]) -> Site | None:
+        """The first call's site (in source order) in a statement or a list of them, each statement's found once."""
         for stmt in stmts if isinstance(stmts, list) else [stmts]:
             key = id(stmt)
-            if key not in self._stmt_sync:
+            if key not in memo:
                 best: Site | None = None
                 for node in walk_local(stmt):
                     if isinstance(node, ast.Call):
-                        site = self.cpu_barrier_of(node) or self.collective_of(node)
+                        site = site_of(node)
                         if site is not None and (best is None or site.line < best.line):
                             best = site
-                self._stmt_sync[key] = best
-            if self._stmt_sync[key] is not None:
-                return self._stmt_sync[key]
+                memo[key] = best
+            if memo[key] is not None:
+                return memo[key]
         return None
 
     def cpu_barrier_of(self, call: ast.Call, depth: int = 1) -> Site | None:
