@@ -151,10 +151,10 @@ _IMAGE_METRIC = re.compile(r"(?i)(^|[._])(torch_fidelity|fidelity|pytorch_fid|cl
 #: model's size over the storage's speed, seconds for most models (see :func:`save_kind`)
 SAVE_PARTS = frozenset({"save", "checkpoint", "checkpoints", "ckpt", "export", "dump"})
 #: text that says the model may be large: sharded training (DeepSpeed, FSDP, Megatron, tensor or pipeline
-#: parallelism) or a large pretrained model named by its size (``"meta-llama/Llama-2-7b-hf"``, ``70B``)
+#: parallelism) or a large pretrained model named by its size (``"meta-llama/Llama-2-7b-hf"``, ``70B``; not the One
+#: Billion Word benchmark's files: s4's ``"1b_word_vocab.txt"``, held-out round 61)
 _BIG_BY_NAME = r"megatron|tensor_(model_)?parallel|pipeline_(model_)?parallel|model_parallel_size|" \
                r"[\"'/_-]\d{1,3}(\.\d)?[bB](?!_?words?\b|_word)(-|_|\b)|llama|mistral|mixtral|qwen|falcon|gpt-?neox"
-#: (not the One Billion Word benchmark's files: s4's `"1b_word_vocab.txt"`, held-out round 61)
 _BIG_MODEL = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|fully_shard\b|zero_?stage|zero3|" + _BIG_BY_NAME,
                         re.IGNORECASE)
 #: the same, but not by sharded training alone: a model named large, or split across ranks by tensor or pipeline
