@@ -58,8 +58,18 @@ def test_project_files_are_cases_kept_for_one_case() -> None:
             assert not case["rule"] and case["file"] in by_name[case["context_for"]]["project"]
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if corpus.counted(c)], ids=[c["file"] for c in CASES if corpus.counted(c)])
-def test_corpus_case(case: dict) -> None:
+#: the cases are checked in PARTS files (this one and test_lint_corpus_part*.py): the suite runs each file on one
+#: pytest-xdist worker (``--dist loadfile``), and one file of 800 cases was the longest wait of the whole run
+PARTS = 3
+
+
+def cases_of_part(part: int) -> list[dict]:
+    """Every PARTS-th counted case, from ``part`` (dealt in turn, so that each part gets large and small ones)."""
+    return [c for c in CASES if corpus.counted(c)][part::PARTS]
+
+
+def check_case(case: dict) -> None:
+    """The lint's findings on one case are the manifest's: expected, noted, known false (nothing else)."""
     path = corpus.available(case)
     if path is None:
         pytest.skip(f"{case['file']} is not in the corpus cache ({corpus.cache_dir()}); see tests/data/lint/corpus.py")
@@ -71,6 +81,18 @@ def test_corpus_case(case: dict) -> None:
     assert out.noted == out.wanted_notes, f"{case['file']}: the notes (not counted as hazards) differ from the recorded"
     assert out.unexpected == [], f"{case['file']}: false reports"
     assert out.stale_false == [], f"{case['file']}: known false reports no longer made: move them to blind_false"
+
+
+@pytest.mark.parametrize("case", cases_of_part(0), ids=[c["file"] for c in cases_of_part(0)])
+def test_corpus_case(case: dict) -> None:
+    check_case(case)
+
+
+def test_the_parts_cover_every_case_once() -> None:
+    parts = sorted(Path(__file__).parent.glob("test_lint_corpus_part*.py"))
+    assert len(parts) == PARTS - 1
+    dealt = [c["file"] for part in range(PARTS) for c in cases_of_part(part)]
+    assert sorted(dealt) == sorted(c["file"] for c in CASES if corpus.counted(c))
 
 
 def test_open_clip_linted_as_a_project(tmp_path: Path) -> None:
