@@ -38,8 +38,8 @@ from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
 from nccl_workbook.lint.source import (LONG_PARTS, POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES, STEP_NAME as _STEP_CALL,
-                                      Site, SourceFacts, _const, _param_defaults, bound_arguments, call_name, dotted,
-                                      ends_group, save_kind, subtree, target_names, walk_local)
+                                      Site, SourceFacts, _const, _param_defaults, _parts, bound_arguments, call_name,
+                                      dotted, ends_group, save_kind, subtree, target_names, walk_local)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement",
            "check_dummy_forwards", "check_exceptions", "check_noop_settings", "check_loader_timeouts",
@@ -1448,7 +1448,7 @@ def _evaluation_loop(stmts: list[ast.stmt], work: Site, fn: ast.AST | None) -> S
     loop is the long work (LightZero's evaluator: under ``if eval_flag:`` the episodes of every environment,
     then the best checkpoint's save). The save alone would be a note."""
     if work.kind not in SAVE_KINDS or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-            or not _EVAL_PARTS.intersection(p.lower() for p in re.split(r"_|(?<=[a-z])(?=[A-Z])", fn.name)):
+            or not _EVAL_PARTS.intersection(_parts(fn.name)):
         return work
     loop = next((n for st in stmts for n in walk_local(st) if isinstance(n, (ast.For, ast.While))
                  and n.lineno < work.line), None)
@@ -2816,7 +2816,7 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2, cls: str | None = N
                     and f.next_collective_after(node, depth=0) is None:
                 recv, callee = call_name(node.value)
                 # (a helper named for long work: StarVector's `print_only_on_master()` only replaces `print`)
-                if _ON_MAIN.search(callee) and LONG_PARTS & set(callee.lower().split("_")):
+                if _ON_MAIN.search(callee) and LONG_PARTS.intersection(_parts(callee)):
                     # (ConvNeXt-V2's `save_on_master(to_save, path)`: a checkpoint save, a note where nothing says
                     # the model is large)
                     found = (f"on the main process ({callee}() tests the rank inside)",

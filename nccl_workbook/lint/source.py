@@ -196,7 +196,7 @@ _UPLOAD = re.compile(r"^(log_artifacts?|log_model|upload\w*|push\w*)$")
 LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|test|samples|iters|steps|prompts)",
                        re.IGNORECASE)
 _NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args|"
-                                r"config|generation_config|OmegaConf|omegaconf|yaml|json|toml)$|"
+                                r"OmegaConf|omegaconf|yaml|json|toml)$|"  # (`*config`: below)
                                 # (Apollo's `left_tokenizer.save_pretrained(...)`, held-out round 57)
                                 r"(^|\.|_)(tokenizer|processor|feature_extractor|image_processor|config)$|"
                                 # (CoLLiE's `AutoConfig.from_pretrained(path).save_pretrained(out)`: a JSON file)
