@@ -2292,6 +2292,142 @@ def _rank_split_stream(f: SourceFacts, name: str, depth: int = 3) -> bool:
     return result
 
 
+#: a sampler whose uneven shares are meant (evaluation gathered at the end), by its name
+_MEANT_UNEVEN = re.compile(r"(?i)eval|infer|test|valid|predict|uneven|no_?even|not_?even|sequential")
+#: calls that keep a collection's length (a copy, a conversion, an order)
+_SAME_LENGTH = frozenset({"list", "tuple", "array", "asarray", "tensor", "sorted", "set", "reversed", "tolist"})
+#: calls that compute a count from counts
+_COUNT_CALLS = frozenset({"int", "ceil", "floor", "round", "min", "max", "abs"})
+
+
+def _uneven_sampler_length(f: SourceFacts, cls: ast.ClassDef) -> ast.stmt | None:
+    """The statement that makes this sampler's length differ between ranks, or None. A class named for a sampler,
+    or deriving from one, whose ``__len__`` gives a count that follows the rank:
+
+    - ``len()`` of this rank's piece of a partition, or of what is kept by a test of it: fastMRI's VolumeSampler
+      (issue 48, collected blind in stop 41) takes ``np.array_split(volumes, world_size)[rank]``, keeps the slices of
+      those volumes, and sets ``self.num_samples = len(self.indices)``;
+    - one more for the first ranks (``if extra_samples > rank: self.num_samples += 1``);
+    - arithmetic on the rank (``math.ceil((len(dataset) - rank) / world_size)``);
+    - a range or slice cut at the data's end (``range(begin, min(begin + shard, total))``).
+
+    Not torch's every n-th item of a padded list (``indices[rank:total_size:num_replicas]``), nor a block
+    ``[rank * n:(rank + 1) * n]``: as long on every rank."""
+    key = ("uneven_length", str(id(cls)))
+    if key not in f.memo:
+        f.memo[key] = _uneven_length_uncached(f, cls)
+    return f.memo[key]   # type: ignore[return-value]
+
+
+def _uneven_length_uncached(f: SourceFacts, cls: ast.ClassDef) -> ast.stmt | None:
+    if not (cls.name.endswith("Sampler") or any(dotted(b).endswith("Sampler") for b in cls.bases)):
+        return None
+    length = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__len__"), None)
+    if length is None:
+        return None
+
+    def key(name: str, fn: ast.AST) -> str:
+        return name if name.startswith(("self.", "cls.")) else f"{getattr(fn, 'name', '')}:{name}"
+
+    # each name's assignments (a method's own names kept apart), appends to it included
+    sets: dict[str, list[tuple[ast.stmt, ast.AST, ast.AST]]] = {}
+    for fn in (b for b in cls.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        for n in walk_local(fn):
+            if isinstance(n, ast.Assign):
+                pairs = [(te, ve) for t in n.targets for te, ve in _pairs(t, n.value)]
+            elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+                pairs = [(n.target, n.value)]
+            elif isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) \
+                    and n.value.func.attr in ("append", "extend", "insert", "add"):
+                pairs = [(n.value.func.value, n.value)]
+            else:
+                continue
+            for te, ve in pairs:
+                for name in target_names(te):
+                    sets.setdefault(key(name, fn), []).append((n, ve, fn))
+
+    def rank_value(v: ast.AST, fn: ast.AST, depth: int = 3) -> bool:
+        # a name the class sets is a rank where it is set to one (`self.rank = rank or dist.get_rank()`), whatever
+        # its name says (SimpleTuner's `per_rank = total_size // self._num_replicas()`, a count of the padded data);
+        # not what a call makes of one (`DistributedSampler(..., rank=rank)`) nor a piece picked by it
+        if isinstance(v, (ast.BinOp, ast.BoolOp, ast.IfExp)):
+            return any(rank_value(x, fn, depth) for x in ast.iter_child_nodes(v) if isinstance(x, ast.expr))
+        if isinstance(v, (ast.Name, ast.Attribute)) and (given := sets.get(key(dotted(v), fn))):
+            return depth > 0 and any(rank_value(x, sfn, depth - 1) for _s, x, sfn in given)
+        return isinstance(v, (ast.Name, ast.Attribute, ast.Call)) and f.is_rank_value(v)
+
+    def rank_in(node: ast.AST, fn: ast.AST) -> bool:
+        return any(rank_value(v, fn) for v in subtree(node))
+
+    def clipped(node: ast.AST, fn: ast.AST, depth: int = 2) -> bool:
+        # a bound cut at the data's end: `min(...)`, here or in the names it reads
+        if any(isinstance(c, ast.Call) and dotted(c.func) in ("min", "np.minimum", "torch.minimum") for c in subtree(node)):
+            return True
+        return depth > 0 and any(clipped(v, sfn, depth - 1) for n in subtree(node) if isinstance(n, (ast.Name, ast.Attribute))
+                                 for _s, v, sfn in sets.get(key(dotted(n), fn), []))
+
+    found: dict[tuple[str, bool], ast.stmt | None] = {}
+
+    def named(node: ast.AST, fn: ast.AST, count: bool) -> ast.stmt | None:
+        """The assignment that gives this name a per-rank count (or a per-rank piece of the data)."""
+        k = (key(dotted(node), fn), count)
+        if k not in found:
+            found[k] = None   # (while it is worked out: a name built from itself adds nothing)
+            found[k] = _named(k[0], count)
+        return found[k]
+
+    def _named(name: str, count: bool) -> ast.stmt | None:
+        for stmt, value, sfn in sets.get(name, []):
+            tests = [i.test for i in _enclosing_ifs(f, stmt)]
+            if count and isinstance(stmt, ast.AugAssign) and (rank_in(value, sfn) or any(rank_in(t, sfn) for t in tests)):
+                return stmt   # `if extra_samples > rank: self.num_samples += 1`
+            if (uneven(value, sfn, count) or not count and isinstance(stmt, ast.Expr) and any(
+                    rank_in(t, sfn) or any(isinstance(v, (ast.Name, ast.Attribute)) and named(v, sfn, False) is not None
+                                      for v in subtree(t)) for t in tests)):
+                return stmt   # fastMRI's `if vname in self.volumes: self.indices.append(i)`
+        return None
+
+    def uneven(node: ast.AST, fn: ast.AST, count: bool) -> bool:
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            return not rank_value(node, fn) and named(node, fn, count) is not None
+        if isinstance(node, ast.Call):
+            last = call_name(node)[1]
+            args = [*node.args, *(k.value for k in node.keywords)]
+            if last == "len" and node.args:
+                return uneven(node.args[0], fn, False)
+            if count and last in _COUNT_CALLS or not count and last in _SAME_LENGTH:
+                return any(uneven(a, fn, count) for a in args)
+            if not count and last == "range" and len(node.args) >= 2:
+                return rank_in(node, fn) and clipped(node, fn)
+            if not count and isinstance(node.func, ast.Attribute) and last in _SAME_LENGTH:
+                return uneven(node.func.value, fn, False)
+            return False
+        if count and isinstance(node, (ast.BinOp, ast.UnaryOp)):
+            parts = [node.left, node.right] if isinstance(node, ast.BinOp) else [node.operand]
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and all(
+                    rank_in(p, fn) for p in parts):
+                return clipped(node, fn)   # `end - start` of one block: as long on every rank unless cut
+            return any(rank_value(p, fn) or uneven(p, fn, count) for p in parts)
+        if not count and isinstance(node, ast.Subscript):
+            if isinstance(node.slice, ast.Slice):
+                return node.slice.step is None and rank_in(node.slice, fn) and clipped(node.slice, fn)
+            return rank_in(node.slice, fn)   # this rank's piece of a partition
+        if not count and isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return any(rank_in(t, fn) or any(isinstance(v, (ast.Name, ast.Attribute)) and uneven(v, fn, False)
+                                         for v in subtree(t)) for c in node.generators for t in c.ifs)
+        return False
+
+    for ret in (n for n in walk_local(length) if isinstance(n, ast.Return) and n.value is not None):
+        for v in [ret.value, *(n for n in subtree(ret.value) if isinstance(n, (ast.Name, ast.Attribute)))]:
+            if isinstance(v, (ast.Name, ast.Attribute)):
+                stmt = named(v, length, True)
+                if stmt is not None:
+                    return stmt
+            elif uneven(v, length, True):
+                return ret
+    return None
+
+
 def _builds_alike(f: SourceFacts, func: str) -> bool:
     """Does the function build its data from a class of the project that yields alike on every rank (see
     :func:`_iterates_alike`)?"""
@@ -2549,6 +2685,9 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 name = dotted(n.func)
                 if _UNEVEN_SAMPLER.search(name):   # first: SequentialDistributedSampler is not padded
                     return True
+                if name.rsplit(".", 1)[-1][:1].isupper() and (found := _class_def(f, name)) is not None \
+                        and _uneven_sampler_length(*found) is not None:
+                    return True   # a sampler of the project whose length follows the rank (fastMRI's VolumeSampler)
                 if _EVEN_CALLS.search(name) or _padding_subclass(f, name) or _pads_to_max(f, n) \
                         or _GROUP_SETUP.search(name.rsplit(".", 1)[-1]):
                     # DistributedSampler and its subclasses pad every rank's share (VITS's
@@ -3230,9 +3369,35 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
             f"length can differ between ranks" + (f": {left}" if left else ""),
             fix="give the helper the group named above, so that it agrees the count and every rank runs the loop "
                 "the same number of times" if left else ""))
+    out += _uneven_training_samplers(f)
     out += _stop_iteration_from_getitem(f)
     out += _generate_unsynced(f)
     out += _collective_at_exhaustion(f, uneven)
+    return out
+
+
+def _uneven_training_samplers(f: SourceFacts) -> list[RawFinding]:
+    """A sampler of this file made for training (it reshuffles each epoch: ``set_epoch``) whose length follows the
+    rank (:func:`_uneven_sampler_length`), where it is made, whoever walks it: the loop is often a framework's
+    (fastMRI's VolumeSampler under Lightning, issue 48). Not one named for evaluation (``InferenceSampler``,
+    ``DistributedSamplerNoEvenlyDivisible``: shares left uneven on purpose, gathered at the end), nor a length set
+    in one of the modes a flag picks (ms-swift's ``round_up=False``)."""
+    out: list[RawFinding] = []
+    for cls in (n for n in f.nodes if isinstance(n, ast.ClassDef)):
+        if _MEANT_UNEVEN.search(cls.name) or not any(
+                isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == "set_epoch" for b in cls.body):
+            continue
+        stmt = _uneven_sampler_length(f, cls)
+        if stmt is None or any(not f.is_rank_condition(i.test) for i in _enclosing_ifs(f, stmt)):
+            continue
+        out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
+            f"`{cls.name}` gives each rank a share of its own length (`{_cond_text(stmt)}` follows the rank): a "
+            f"training loop over a DataLoader built on it runs a different number of batches on each rank, and the "
+            f"ranks with more wait in the gradient all-reduce of a step the others never take (DDP's backward)",
+            fix="pad every rank's share to the longest one's length (`n = nccl_workbook.fixes.max_across_ranks("
+                "len(indices))`, then repeat indices up to `n`), or give each rank `ceil(len(data) / world_size)` "
+                "items as `DistributedSampler` does; or run the loop under `model.join()`"))
     return out
 
 

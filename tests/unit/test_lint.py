@@ -4713,3 +4713,83 @@ def test_a_helper_named_for_the_main_process_that_does_no_long_work():
         """)
     assert found(src) == []
     assert found(src.replace("print_only_on_master", "save_on_master")) != []
+
+
+VOLUME_SAMPLER = HEAD + textwrap.dedent("""\
+    import numpy as np
+    from torch.utils.data import DataLoader, Sampler
+
+
+    class VolumeSampler(Sampler):
+        def __init__(self, dataset):
+            self.dataset = dataset
+            self.world_size = dist.get_world_size()
+            self.rank = dist.get_rank()
+            self.epoch = 0
+            names = np.array(sorted({example[0] for example in dataset.examples}))
+            self.volumes = np.array_split(names, self.world_size)[self.rank]
+            self.indices = []
+            for i, example in enumerate(dataset.examples):
+                if example[0] in self.volumes:
+                    self.indices.append(i)
+            self.indices = np.array(self.indices)
+            self.num_samples = len(self.indices)
+
+        def __iter__(self):
+            g = torch.Generator()
+            g.manual_seed(self.epoch)
+            return iter(self.indices[torch.randperm(self.num_samples, generator=g)].tolist())
+
+        def __len__(self):
+            return self.num_samples
+
+        def set_epoch(self, epoch):
+            self.epoch = epoch
+    """)
+
+
+def test_a_training_sampler_whose_length_follows_the_rank():
+    # fastMRI issue 48 (collected blind in stop 41): VolumeSampler gives each rank the slices of whole volumes, so
+    # its length differs per rank; Lightning's loop over a loader built on it hangs. Found where it is made.
+    assert found(VOLUME_SAMPLER) == [(20, "uneven-collective-count")]
+    # one more item for the first ranks (ipex-llm's DistributedSequentialSampler), or arithmetic on the rank
+    extra = VOLUME_SAMPLER.replace("self.num_samples = len(self.indices)",
+                                   "self.num_samples = len(dataset) // self.world_size\n"
+                                   "        if len(dataset) % self.world_size > self.rank:\n"
+                                   "            self.num_samples += 1")
+    assert found(extra) == [(22, "uneven-collective-count")]
+    ceil = VOLUME_SAMPLER.replace("len(self.indices)", "math.ceil((len(dataset) - self.rank) / self.world_size)")
+    assert found(ceil) == [(20, "uneven-collective-count")]
+    # torch's way: each rank's length is ceil(n / world_size), every n-th item of a padded list
+    padded = VOLUME_SAMPLER.replace("self.num_samples = len(self.indices)",
+                                    "self.num_samples = math.ceil(len(dataset) / self.world_size)\n"
+                                    "        self.total_size = self.num_samples * self.world_size\n"
+                                    "        self.indices = list(self.indices) * 2\n"
+                                    "        self.indices = self.indices[self.rank:self.total_size:self.world_size]")
+    assert found(padded) == []
+    # a block of the same size on every rank, the length taken after it
+    block = VOLUME_SAMPLER.replace("self.num_samples = len(self.indices)",
+                                   "n = len(dataset) // self.world_size\n"
+                                   "        self.indices = self.indices[self.rank * n:(self.rank + 1) * n]\n"
+                                   "        self.num_samples = len(self.indices)").replace(
+        "np.array_split(names, self.world_size)[self.rank]", "names")
+    assert found(block) == []
+    # shares left uneven on purpose, for evaluation gathered at the end, or in a mode a flag picks (ms-swift's
+    # round_up=False)
+    assert found(VOLUME_SAMPLER.replace("class VolumeSampler", "class InferenceSampler")) == []
+    flag = VOLUME_SAMPLER.replace("        self.num_samples = len(self.indices)",
+                                  "        if round_up:\n            self.num_samples = math.ceil(len(dataset) / 2)\n"
+                                  "        else:\n            self.num_samples = len(self.indices)")
+    assert found(flag) == []
+    # no set_epoch: not a sampler of training batches, unless a training loop over it is in sight
+    eval_only = VOLUME_SAMPLER.replace("def set_epoch(self, epoch)", "def reset(self, epoch)")
+    assert found(eval_only) == []
+    loop = eval_only + textwrap.dedent("""\
+
+        loader = DataLoader(dataset, sampler=VolumeSampler(dataset), batch_size=4)
+        for batch in loader:
+            loss = ddp_model(batch).sum()
+            loss.backward()
+            dist.all_reduce(loss)
+        """)
+    assert found(loop) == [(37, "uneven-collective-count")]
