@@ -193,6 +193,10 @@ LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
 #: the pushes of a logging service that send files there and then (the rest is queued)
 _UPLOAD = re.compile(r"^(log_artifacts?|log_model|upload\w*|push\w*)$")
 #: an iterable whose name says it walks a data set
+#: the number of steps of a diffusion process (``self.num_timesteps``, ``diffusion.timesteps``)
+_TIMESTEPS = re.compile(r"(?i)(^|[._])(num_)?(timesteps|diffusion_steps)$")
+#: a network called, or handed to what calls it (``denoise_fn``, ``self.model``, ``unet``)
+_NETWORK = re.compile(r"(?i)(^|[._])(model|net|unet|denoiser?|denoise_fn|eps_model|transformer)$")
 LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|test|samples|iters|steps|prompts)",
                        re.IGNORECASE)
 _NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args|"
@@ -1495,6 +1499,24 @@ class SourceFacts:
             self.memo[("instance classes", "")] = classes
         return self.memo[("instances", "")]   # type: ignore[return-value]
 
+    def own_instance_class(self, recv: str) -> str | None:
+        """The name of the class of this file whose object ``recv`` is (``self.diffusion = GaussianDiffusion(...)``,
+        ``model = Model(...)``), when every value the name is given is an object of that class."""
+        if ("own instances", "") not in self.memo:
+            classes = {n.name for n in self.nodes if isinstance(n, ast.ClassDef)}
+            made: dict[str, set[str]] = {}
+            for n in self.nodes if classes else ():
+                if isinstance(n, ast.Assign):
+                    v = n.value
+                    cls = v.func.id if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) else ""
+                    for t in n.targets:
+                        if isinstance(t, (ast.Name, ast.Attribute)) and not (
+                                isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
+                                and dotted(v.func.value) == dotted(t)):   # `model = model.cuda(rank)`: the same one
+                            made.setdefault(dotted(t), set()).add(cls if cls in classes else "")
+            self.memo[("own instances", "")] = {k: next(iter(v)) for k, v in made.items() if len(v) == 1 and "" not in v}
+        return self.memo[("own instances", "")].get(recv)   # type: ignore[union-attr]
+
     def instance_class(self, recv: str) -> str | None:
         """The name of the imported class whose object ``recv`` is (``ewa = ExponentialWeightAverager(...)``)."""
         self._instances()
@@ -1795,6 +1817,8 @@ class SourceFacts:
         """Long work this call or loop does on the calling rank, if any."""
         if isinstance(node, (ast.For, ast.AsyncFor)):
             text = ast.unparse(node.iter)
+            if self._walks_timesteps(node):
+                return Site(node.lineno, f"a loop over the diffusion timesteps ({text[:30]})")
             if isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) and \
                     node.iter.func.attr in ("items", "keys", "values"):
                 return None   # the entries of a dict (``val_loss.items()``): a loop inside walks data, if any
@@ -1843,8 +1867,12 @@ class SourceFacts:
             # THUMT's `export_params(output, "params.json", params)`
         if _ADAPTER.search(name) and {"save", "merge", "export", "push"} & set(_parts(name)):
             return None   # CoLLiE's `pp_merge_peft(...)`, finetrainers' `_save_lora_weights(...)`: an adapter, MB
-        if recv in ("self", "cls", "") and name in self.functions and name not in self.imported:
-            inner = self.function_long_work(name)
+        own = None if recv in ("self", "cls", "") or name in ("eval", "train") and not node.args \
+            else self.own_instance_class(recv)   # (`model.eval()`: a mode switch, whatever the class wraps)
+        if (recv in ("self", "cls", "") or own is not None) and name in self.functions and name not in self.imported:
+            # (a method of an object of a class of this file: pcdiff-implant's `model.all_kl(x)`, whose
+            # `self.diffusion.calc_bpd_loop(...)` runs the network once per diffusion timestep)
+            inner = self.function_long_work(name, own)
             if inner is not None:
                 extra = "" if inner.label == label else f" (which runs {inner.label} at {inner.at})"
                 return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner)
@@ -1934,6 +1962,26 @@ class SourceFacts:
                               if isinstance(n, (ast.For, ast.AsyncFor)) and self._stops_after_a_few(n)]
         line = getattr(node, "lineno", 0)
         return any(lo <= line <= hi for lo, hi in self.memo[key])   # type: ignore[attr-defined]
+
+    def _walks_timesteps(self, loop: ast.For | ast.AsyncFor) -> bool:
+        """Does the loop run the network once per diffusion timestep: over ``self.num_timesteps`` (or a name its
+        function binds to it, pcdiff-implant's ``B, T = x_start.shape[0], self.num_timesteps`` then
+        ``for t in reversed(range(T))``), calling the denoiser in its body? A thousand forwards: the bits-per-dim
+        diagnostic rank 0 ran alone while the others waited (pcdiff-implant's NCCL timeout, collected blind in
+        stop 42), as long as sampling."""
+        names = {dotted(n) for n in subtree(loop.iter) if isinstance(n, (ast.Name, ast.Attribute))}
+        if not any(_TIMESTEPS.search(n) for n in names):
+            fn = self.enclosing_function(loop)
+            bound = [(t, v) for a in walk_local(fn) if isinstance(a, ast.Assign) and a.lineno < loop.lineno
+                     for tgt in a.targets for t, v in (zip(tgt.elts, a.value.elts, strict=False)
+                                                        if isinstance(tgt, ast.Tuple) and isinstance(a.value, ast.Tuple)
+                                                        else [(tgt, a.value)])] if fn is not None else []
+            if not any(isinstance(t, ast.Name) and t.id in names and _TIMESTEPS.search(dotted(v))
+                       for t, v in bound if isinstance(v, (ast.Name, ast.Attribute))):
+                return False
+        return any(isinstance(c, ast.Call) and any(isinstance(x, (ast.Name, ast.Attribute)) and _NETWORK.search(dotted(x))
+                                                   for x in [c.func, *c.args, *(k.value for k in c.keywords)])
+                   for s in loop.body for c in walk_local(s))
 
     def _stops_after_a_few(self, loop: ast.For | ast.AsyncFor, most: int = 100) -> bool:
         """Does the loop leave at a small count, ``if n >= 25: break`` (the bound a constant, or a parameter of the

@@ -4793,3 +4793,46 @@ def test_a_training_sampler_whose_length_follows_the_rank():
             dist.all_reduce(loss)
         """)
     assert found(loop) == [(37, "uneven-collective-count")]
+
+
+def test_a_network_run_once_per_diffusion_timestep_is_long_work():
+    # pcdiff-implant (collected blind in stop 42): rank 0 alone runs a bits-per-dim diagnostic, a forward per
+    # diffusion timestep, through a method of an object of a class of the same file; the others wait in the
+    # next step's DDP all-reduce
+    src = HEAD + textwrap.dedent("""\
+        class GaussianDiffusion:
+            def __init__(self, betas):
+                self.num_timesteps = len(betas)
+
+            def calc_bpd_loop(self, denoise_fn, x_start):
+                B, T = x_start.shape[0], self.num_timesteps
+                for t in reversed(range(T)):
+                    out = self._vb_terms_bpd(denoise_fn, x_start, t)
+                return out
+
+
+        class Model(torch.nn.Module):
+            def __init__(self, betas):
+                super().__init__()
+                self.diffusion = GaussianDiffusion(betas)
+
+            def all_kl(self, x0):
+                return self.diffusion.calc_bpd_loop(self._denoise, x0)
+
+
+        def train(rank, loader, betas):
+            model = Model(betas)
+            model = model.cuda(rank)
+            ddp = torch.nn.parallel.DistributedDataParallel(model)
+            for epoch in range(100):
+                for x in loader:
+                    ddp(x).sum().backward()
+                if rank == 0:
+                    model.eval()
+                    stats = model.all_kl(x)
+        """)
+    assert found(src) == [(32, "rank0-long-work-before-collective")]
+    # a loop over the timesteps that runs no network (a schedule): short
+    assert found(src.replace("out = self._vb_terms_bpd(denoise_fn, x_start, t)", "out = t * 2")) == []
+    # the name bound to objects of another class too: which method runs cannot be told
+    assert found(src.replace("    ddp = torch", "    model = Other()\n    ddp = torch")) == []
