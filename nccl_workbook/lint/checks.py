@@ -2381,9 +2381,9 @@ def _uneven_length_uncached(f: SourceFacts, cls: ast.ClassDef) -> ast.stmt | Non
             tests = [i.test for i in _enclosing_ifs(f, stmt)]
             if count and isinstance(stmt, ast.AugAssign) and (rank_in(value, sfn) or any(rank_in(t, sfn) for t in tests)):
                 return stmt   # `if extra_samples > rank: self.num_samples += 1`
-            if (uneven(value, sfn, count) or not count and isinstance(stmt, ast.Expr) and any(
+            if uneven(value, sfn, count) or not count and isinstance(stmt, ast.Expr) and any(
                     rank_in(t, sfn) or any(isinstance(v, (ast.Name, ast.Attribute)) and named(v, sfn, False) is not None
-                                      for v in subtree(t)) for t in tests)):
+                                           for v in subtree(t)) for t in tests):
                 return stmt   # fastMRI's `if vname in self.volumes: self.indices.append(i)`
         return None
 
@@ -2395,17 +2395,16 @@ def _uneven_length_uncached(f: SourceFacts, cls: ast.ClassDef) -> ast.stmt | Non
             args = [*node.args, *(k.value for k in node.keywords)]
             if last == "len" and node.args:
                 return uneven(node.args[0], fn, False)
+            if not count and last in _SAME_LENGTH and not args and isinstance(node.func, ast.Attribute):
+                return uneven(node.func.value, fn, False)   # `indices.tolist()`
             if count and last in _COUNT_CALLS or not count and last in _SAME_LENGTH:
                 return any(uneven(a, fn, count) for a in args)
             if not count and last == "range" and len(node.args) >= 2:
                 return rank_in(node, fn) and clipped(node, fn)
-            if not count and isinstance(node.func, ast.Attribute) and last in _SAME_LENGTH:
-                return uneven(node.func.value, fn, False)
             return False
         if count and isinstance(node, (ast.BinOp, ast.UnaryOp)):
             parts = [node.left, node.right] if isinstance(node, ast.BinOp) else [node.operand]
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and all(
-                    rank_in(p, fn) for p in parts):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and all(rank_in(p, fn) for p in parts):
                 return clipped(node, fn)   # `end - start` of one block: as long on every rank unless cut
             return any(rank_value(p, fn) or uneven(p, fn, count) for p in parts)
         if not count and isinstance(node, ast.Subscript):
