@@ -509,6 +509,44 @@ def _per_rank_statistic(f: SourceFacts, stmt: ast.If) -> str | None:
     return None
 
 
+#: a test that the model runs sharded (``if fsdp_in_use:``, ``if self.zero3:``, ``if is_sharded``)
+_SHARDED_TEST = re.compile(r"(?i)fsdp|shard|zero_?3|dtensor")
+
+
+def _reduced_later(f: SourceFacts, stmt: ast.If) -> str | None:
+    """Prodigy's ``step()`` (issue 35, collected blind in stop 42): ``if d_denom == 0: return loss``, then
+    ``dist_tensor[1] = d_denom; dist.all_reduce(dist_tensor)``. A value the function itself sums over the ranks
+    after the test, when it runs sharded (``if fsdp_in_use:``), is this rank's own until then (the sum over this
+    rank's shards: zero where they hold only frozen parameters), and a test of it before the ranks agree is a test of
+    this rank's value: a sum the function adds up in a loop, compared with a number. Not a reduction made whatever
+    the sharding: of replicated parameters, the gradients a rank holds follow the graph, the same on every rank
+    (rl_games' ``if not all_grads_list: return``, Opacus' frozen parameters, a gradient hook's ``if grad is
+    None``); nor a test of whether a module or a setting is there (``if embedding is None``). The name, or None."""
+    fn = f.enclosing_function(stmt)
+    if fn is None:
+        return None
+    # a sum this function adds up over a loop (`d_denom += s.abs().sum().item()`), compared with a number
+    summed = {a.target.id for a in walk_local(fn) if isinstance(a, ast.AugAssign) and isinstance(a.target, ast.Name)
+              and a.lineno < stmt.lineno and f.enclosing_loop(a) is not None}
+    names = {side.id for cmp in subtree(stmt.test) if isinstance(cmp, ast.Compare)
+             and all(isinstance(op, (ast.Eq, ast.NotEq, ast.Lt, ast.Gt, ast.LtE, ast.GtE)) for op in cmp.ops)
+             and any(isinstance(_const(x), (int, float)) and not isinstance(_const(x), bool) for x in cmp.comparators)
+             for side in [cmp.left] if isinstance(side, ast.Name) and side.id in summed}
+    if not names:
+        return None
+    for call in (c for c in walk_local(fn) if isinstance(c, ast.Call) and getattr(c, "lineno", 0) > stmt.lineno
+                 and c.args and re.search(r"reduce|gather", call_name(c)[1]) and f.collective_of(c) is not None
+                 and any(_SHARDED_TEST.search(ast.unparse(i.test)) for i in _enclosing_ifs(f, c))):
+        fed = {n.id for n in subtree(call.args[0]) if isinstance(n, ast.Name)}
+        # what the function stores into the tensor it reduces (`dist_tensor[1] = d_denom`, `t = torch.tensor([x])`)
+        fed |= {n.id for a in walk_local(fn) if isinstance(a, ast.Assign) and a.lineno < call.lineno
+                for t in a.targets if dotted(t.value if isinstance(t, ast.Subscript) else t) in fed
+                for n in subtree(a.value) if isinstance(n, ast.Name)}
+        if names & fed:
+            return sorted(names & fed)[0]
+    return None
+
+
 def _none_for_a_shared_reason(f: SourceFacts, stmt: ast.If) -> bool:
     """``result = _train_step(...)``; ``if result is None: continue``: the result is None for the reasons the
     function of this file returns None, and when none of those is a rank or a data test (open_clip's
@@ -1236,7 +1274,8 @@ class _RankWalk:
         rank_cond = f.rank_branch(stmt)
         shard_grads = _no_shard_gradients(f, stmt)
         data_cond = not rank_cond and not _tests_bool_parameters(f, stmt) and (
-            (_is_data_condition(stmt.test) or _nan_flag(f, stmt) is not None or shard_grads)
+            (_is_data_condition(stmt.test) or _nan_flag(f, stmt) is not None or shard_grads
+             or _reduced_later(f, stmt) is not None)
             and not _none_for_a_shared_reason(f, stmt) and not _counts_a_shared_list(f, stmt)
             and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
                             stmt.lineno, f.enclosing_function(stmt))

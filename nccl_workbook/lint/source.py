@@ -193,6 +193,17 @@ LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
 #: the pushes of a logging service that send files there and then (the rest is queued)
 _UPLOAD = re.compile(r"^(log_artifacts?|log_model|upload\w*|push\w*)$")
 #: an iterable whose name says it walks a data set
+#: a pool of worker processes, and the calls that wait for its work
+_POOL = re.compile(r"(^|\.)(Pool|ProcessPoolExecutor|get_context\(\w*\)\.Pool)$")
+_POOL_WAITS = frozenset({"join", "map", "starmap", "imap", "imap_unordered"})
+#: what a file-listing helper makes (``generate_data_list``, ``generate_file_index``)
+_LISTING = frozenset({"list", "lists", "index", "manifest", "scp", "split", "splits", "csv", "json", "file", "files"})
+def _listing_name(name: str) -> bool:
+    """A helper named for generating a list of files (FunCodec's ``generate_data_list``), not a model's output."""
+    parts = set(_parts(name))
+    return "generate" in parts and bool(_LISTING & parts)
+
+
 #: the number of steps of a diffusion process (``self.num_timesteps``, ``diffusion.timesteps``)
 _TIMESTEPS = re.compile(r"(?i)(^|[._])(num_)?(timesteps|diffusion_steps)$")
 #: a network called, or handed to what calls it (``denoise_fn``, ``self.model``, ``unet``)
@@ -1888,6 +1899,10 @@ class SourceFacts:
                 return Site(node.lineno, f"{label}{extra}", "plot" if _light(inner)
                             and inner.kind not in ("logging", "service") else inner.kind)
             return None
+        if name in _POOL_WAITS and recv and self._pool_of(node, recv):
+            # FunCodec's `calc_shape`: `p = Pool(nj)`, `p.apply_async(calc_shape_core, ...)` per split, `p.join()`:
+            # every audio file of the data set decoded, in processes, before the call returns (held-out round 62)
+            return Site(node.lineno, f"{label}, the work of a process pool")
         if _lookup_name(name) or _NOT_LONG_RECEIVER.search(recv or "-") \
                 or (name in ("eval", "train") and recv and not node.args) \
                 or name.endswith("_mode"):   # model.eval(), torch.inference_mode(): a mode switch
@@ -1897,6 +1912,8 @@ class SourceFacts:
         if name in ("eval", "exec") and not recv and name not in self.imported:
             return None   # Python's own: YOLOP's `eval('dataset.' + cfg.DATASET.DATASET)(...)` names a class
         parts = _parts(name)
+        if _listing_name(name):
+            return None   # FunCodec's `generate_data_list(data_dir, dataset)`: text files split, not a model's output
         if _IMAGE_METRIC.search(f"{recv}.{name}") and re.search(r"(?i)calc|comput|metric|score", name):
             # RCG (held-out round 39, missed): `torch_fidelity.calculate_metrics(input1=save_folder, ...)` on rank 0,
             # Inception features of 50,000 generated and 50,000 reference images, minutes
@@ -1962,6 +1979,17 @@ class SourceFacts:
                               if isinstance(n, (ast.For, ast.AsyncFor)) and self._stops_after_a_few(n)]
         line = getattr(node, "lineno", 0)
         return any(lo <= line <= hi for lo, hi in self.memo[key])   # type: ignore[attr-defined]
+
+    def _pool_of(self, node: ast.Call, recv: str) -> bool:
+        """Is ``recv`` bound, in the call's function, to a pool of worker processes (``Pool(n)``,
+        ``multiprocessing.Pool(n)``, ``ProcessPoolExecutor(n)``)?"""
+        fn = self._scope_of(node.lineno)
+        return any(isinstance(a, ast.Assign) and any(dotted(t) == recv for t in a.targets)
+                   and isinstance(a.value, ast.Call) and _POOL.search(dotted(a.value.func))
+                   or isinstance(a, ast.With) and any(i.optional_vars is not None and dotted(i.optional_vars) == recv
+                                                      and isinstance(i.context_expr, ast.Call)
+                                                      and _POOL.search(dotted(i.context_expr.func)) for i in a.items)
+                   for a in walk_local(fn if fn is not None else self.tree))
 
     def _walks_timesteps(self, loop: ast.For | ast.AsyncFor) -> bool:
         """Does the loop run the network once per diffusion timestep: over ``self.num_timesteps`` (or a name its
@@ -2048,7 +2076,8 @@ class SourceFacts:
         found: Site | None = None
         for fn in self.defs_of(name, cls):
             if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name) \
-                    and not _small_save_name(name):   # InternImage's save_config: what it does decides
+                    and not _small_save_name(name) and not _listing_name(name):   # InternImage's save_config: what it
+                # does decides
                 if not self._writes_metadata_only(fn) and not self._only_light_calls(fn):
                     found = Site(fn.lineno, f"{name}()", "small save" if self._picks_trained_tensors(fn)
                                  else self._named_save_kind(name, fn))
