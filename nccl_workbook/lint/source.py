@@ -194,10 +194,12 @@ LOGGING_METHODS = re.compile(r"^(log|log_\w+|save|upload\w*|push\w*|add_\w+)$")
 _UPLOAD = re.compile(r"^(log_artifacts?|log_model|upload\w*|push\w*)$")
 #: an iterable whose name says it walks a data set
 #: a pool of worker processes, and the calls that wait for its work
-_POOL = re.compile(r"(^|\.)(Pool|ProcessPoolExecutor|get_context\(\w*\)\.Pool)$")
+_POOL = re.compile(r"(^|\.)(Pool|ProcessPoolExecutor)$")
 _POOL_WAITS = frozenset({"join", "map", "starmap", "imap", "imap_unordered"})
 #: what a file-listing helper makes (``generate_data_list``, ``generate_file_index``)
 _LISTING = frozenset({"list", "lists", "index", "manifest", "scp", "split", "splits", "csv", "json", "file", "files"})
+
+
 def _listing_name(name: str) -> bool:
     """A helper named for generating a list of files (FunCodec's ``generate_data_list``), not a model's output."""
     parts = set(_parts(name))
@@ -2075,9 +2077,9 @@ class SourceFacts:
         self._long[key] = None
         found: Site | None = None
         for fn in self.defs_of(name, cls):
+            # (not InternImage's save_config, nor FunCodec's generate_data_list: what they do decides)
             if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name) \
-                    and not _small_save_name(name) and not _listing_name(name):   # InternImage's save_config: what it
-                # does decides
+                    and not _small_save_name(name) and not _listing_name(name):
                 if not self._writes_metadata_only(fn) and not self._only_light_calls(fn):
                     found = Site(fn.lineno, f"{name}()", "small save" if self._picks_trained_tensors(fn)
                                  else self._named_save_kind(name, fn))
