@@ -1268,6 +1268,7 @@ class _RankWalk:
     def early_exit(self, stmt: ast.If) -> None:
         """``break`` on some ranks, or leaving early on a per-rank data condition, before a collective."""
         f = self.f
+        self.cache_exit(stmt)
         exit_stmt = _exits(stmt.body)
         if exit_stmt is None or stmt.orelse:
             return
@@ -1313,6 +1314,38 @@ class _RankWalk:
                     Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
                     f"`return` when `{_cond_text(stmt.test)}` (a per-rank value) skips {site.label} at line "
                     f"{site.line}, which the other ranks still call"))
+
+    def cache_exit(self, stmt: ast.If) -> None:
+        """FastVideo PR 598 (collected blind in stop 42): ``if os.path.exists(cache_file): ... return`` and, below
+        it in the same function, rank 0 writes ``cache_file`` and every rank meets in a barrier. A rank that looks
+        after rank 0 has written the file returns without the barrier rank 0 waits in."""
+        f = self.f
+        fn = f.enclosing_function(stmt)
+        if fn is None or f.is_rank_condition(stmt.test):
+            return
+        tested = {ast.unparse(c.args[0]) for c in subtree(stmt.test) if isinstance(c, ast.Call) and c.args
+                  and _FILE_TEST.search(ast.unparse(c.func) + "(")}
+        leave = next((n for s in stmt.body for n in walk_local(s) if isinstance(n, ast.Return)), None)
+        if not tested or leave is None or isinstance(stmt.test, ast.UnaryOp):
+            return
+        end = stmt.end_lineno or stmt.lineno
+        written = next((ast.unparse(c.args[0]) for c in walk_local(fn) if isinstance(c, ast.Call)
+                        and getattr(c, "lineno", 0) > end and call_name(c) == ("", "open") and len(c.args) >= 2
+                        and isinstance(_const(c.args[1]), str) and re.search(r"[wax]", _const(c.args[1]))
+                        and ast.unparse(c.args[0]) in tested), None)
+        if written is None:
+            return
+        site = f.next_collective_after(stmt, depth=0)
+        if site is None or _point_to_point(site):
+            return
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, leave.lineno,
+            f"`return` when `{_cond_text(stmt.test)}` (line {stmt.lineno}) skips {site.label} at line {site.line}, and "
+            f"this function writes `{written}` below it before that collective: each rank tests the file system at "
+            f"its own moment, so the ranks that look after the writer has made the file return without the "
+            f"collective the writer waits in",
+            fix="test on one rank and share the answer, so that every rank takes the same branch: "
+                "`if nccl_workbook.fixes.any_rank(os.path.exists(path)):`, or let every rank reach the barrier"))
 
     def round_robin_skip(self, stmt: ast.If, exit_stmt: ast.Continue) -> None:
         """``for i, ex in enumerate(examples): if i % world != rank: continue`` and then a collective in the pass

@@ -4898,3 +4898,27 @@ def test_a_process_pool_over_the_data_on_rank_0_is_long_work():
     assert found(src) == [(20, "rank0-long-work-before-collective")]
     # a pool bound elsewhere, or a thread of the same name: not a pool of this function
     assert found(src.replace("p = Pool(nj)", "p = make_pool(nj)")) == []
+
+
+def test_a_return_on_a_cache_file_the_function_writes_before_a_barrier():
+    # FastVideo PR 598 (collected blind in stop 42): ranks that find the cache rank 0 has just written return
+    # without the barrier rank 0 waits in
+    src = HEAD + textwrap.dedent("""\
+        import os, pickle
+
+        def get_files(path):
+            cache_file = os.path.join(path, "file_info.pkl")
+            if os.path.exists(cache_file):
+                with open(cache_file, "rb") as f:
+                    return pickle.load(f)
+            if dist.get_rank() == 0:
+                names = sorted(os.listdir(path))
+                with open(cache_file, "w") as f:
+                    f.write("\\n".join(names))
+            dist.barrier()
+            with open(cache_file, "rb") as f:
+                return pickle.load(f)
+        """)
+    assert found(src) == [(9, "uneven-collective-count")]
+    # a cache written somewhere else (before the job, by another tool): every rank finds it or none does
+    assert found(src.replace('open(cache_file, "w")', 'open(other_file, "w")')) == []
