@@ -39,7 +39,8 @@ from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_s
 from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
 from nccl_workbook.lint.source import (LONG_PARTS, POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES, STEP_NAME as _STEP_CALL,
                                       Site, SourceFacts, _const, _param_defaults, _parts, bound_arguments, call_name,
-                                      dotted, ends_group, save_kind, subtree, target_names, walk_local)
+                                      dotted, ends_group, save_kind, subtree, target_names, walk_local,
+                                      assigned_pairs)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement",
            "check_dummy_forwards", "check_exceptions", "check_noop_settings", "check_loader_timeouts",
@@ -813,13 +814,18 @@ _DOWNLOAD_INTO = re.compile(r"(^|_)(download\w*|load_state_dict_from_url|urlretr
 _FOLDER_KEYWORDS = frozenset({"model_dir", "local_dir", "cache_dir", "root", "dst", "output_dir", "save_dir"})
 
 
+def _tested_paths(test: ast.AST) -> set[str]:
+    """The paths a test hands to a file-system test (``os.path.exists(cache_file)`` -> ``{"cache_file"}``)."""
+    return {ast.unparse(c.args[0]) for c in subtree(test) if isinstance(c, ast.Call) and c.args
+            and _FILE_TEST.search(ast.unparse(c.func) + "(")}
+
+
 def _makes_tested_path(f: SourceFacts, stmt: ast.If) -> str:
     """The path an ``if not os.path.exists(p):`` tests when its body hands ``p`` to a call (a save into it), or
     ``""``; or an ``if os.path.exists(p): <load> else: <download>`` whose download writes into the folder ``p`` is
     built from (D-FINE PR 221: ``model_path = local_model_dir + "PPHGNetV2_..."``, then rank 0's
     ``load_state_dict_from_url(url, model_dir=local_model_dir)`` before a barrier)."""
-    tested = {ast.unparse(c.args[0]) for c in subtree(stmt.test) if isinstance(c, ast.Call) and c.args
-              and _FILE_TEST.search(ast.unparse(c.func) + "(")}
+    tested = _tested_paths(stmt.test)
     tested |= {ast.unparse(c.func.value) for c in subtree(stmt.test) if isinstance(c, ast.Call)
                and isinstance(c.func, ast.Attribute) and c.func.attr in ("exists", "is_file", "is_dir")}
     negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
@@ -1320,13 +1326,11 @@ class _RankWalk:
         it in the same function, rank 0 writes ``cache_file`` and every rank meets in a barrier. A rank that looks
         after rank 0 has written the file returns without the barrier rank 0 waits in."""
         f = self.f
-        fn = f.enclosing_function(stmt)
-        if fn is None or f.is_rank_condition(stmt.test):
+        if isinstance(stmt.test, ast.UnaryOp) or not (tested := _tested_paths(stmt.test)):
             return
-        tested = {ast.unparse(c.args[0]) for c in subtree(stmt.test) if isinstance(c, ast.Call) and c.args
-                  and _FILE_TEST.search(ast.unparse(c.func) + "(")}
+        fn = f.enclosing_function(stmt)
         leave = next((n for s in stmt.body for n in walk_local(s) if isinstance(n, ast.Return)), None)
-        if not tested or leave is None or isinstance(stmt.test, ast.UnaryOp):
+        if fn is None or leave is None or f.is_rank_condition(stmt.test):
             return
         end = stmt.end_lineno or stmt.lineno
         written = next((ast.unparse(c.args[0]) for c in walk_local(fn) if isinstance(c, ast.Call)
@@ -2406,7 +2410,7 @@ def _uneven_length_uncached(f: SourceFacts, cls: ast.ClassDef) -> ast.stmt | Non
     for fn in (b for b in cls.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))):
         for n in walk_local(fn):
             if isinstance(n, ast.Assign):
-                pairs = [(te, ve) for t in n.targets for te, ve in _pairs(t, n.value)]
+                pairs = [(te, ve) for t in n.targets for te, ve in assigned_pairs(t, n.value)]
             elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and n.value is not None:
                 pairs = [(n.target, n.value)]
             elif isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) \
@@ -2856,7 +2860,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             for t in node.targets:
                 # `epochs, rank = opt.epochs, opt.global_rank` (YOLOv7): each name gets its own value
                 assigns += [([key(n, scope) for n in target_names(te)], ve, scope, node.lineno)
-                            for te, ve in _pairs(t, node.value)]
+                            for te, ve in assigned_pairs(t, node.value)]
 
     # what a function hands back (a loader builder's `return DataLoader(ds, sampler=...)`), as its own name
     for node in f.nodes:
@@ -3119,26 +3123,6 @@ def check_main_first(f: SourceFacts) -> list[RawFinding]:
             fix="preprocess once before the training job (the `datasets` cache on shared storage), or let the others "
                 "wait on a side group with a long timeout: `nccl_workbook.fixes.wait_for_main(fn)`"))
     return out
-
-
-def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
-    """Each target of an assignment with the value it gets: ``a, b = x, y`` pairs ``a`` with ``x``; with
-    ``*rest`` on the right (``a, b, c = x, *pair``), the names it fills get ``rest``; anything else pairs the
-    whole target with the whole value."""
-    if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))) \
-            or any(isinstance(t, ast.Starred) for t in target.elts):
-        return [(target, value)]
-    stars = [i for i, v in enumerate(value.elts) if isinstance(v, ast.Starred)]
-    if not stars and len(target.elts) == len(value.elts):
-        return list(zip(target.elts, value.elts, strict=True))
-    if len(stars) == 1 and len(value.elts) - 1 <= len(target.elts):
-        i = stars[0]
-        after = len(value.elts) - i - 1
-        star = value.elts[i].value   # type: ignore[attr-defined]
-        middle = target.elts[i:len(target.elts) - after]
-        return (list(zip(target.elts[:i], value.elts[:i], strict=True)) + [(t, star) for t in middle]
-                + list(zip(target.elts[len(target.elts) - after:], value.elts[i + 1:], strict=True)))
-    return [(target, value)]
 
 
 def _under_join(f: SourceFacts, stmt: ast.AST) -> bool:

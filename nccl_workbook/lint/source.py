@@ -550,6 +550,26 @@ def target_names(target: ast.AST) -> list[str]:
     return []
 
 
+def assigned_pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """Each target of an assignment with the value it gets: ``a, b = x, y`` pairs ``a`` with ``x``; with
+    ``*rest`` on the right (``a, b, c = x, *pair``), the names it fills get ``rest``; anything else pairs the
+    whole target with the whole value."""
+    if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))) \
+            or any(isinstance(t, ast.Starred) for t in target.elts):
+        return [(target, value)]
+    stars = [i for i, v in enumerate(value.elts) if isinstance(v, ast.Starred)]
+    if not stars and len(target.elts) == len(value.elts):
+        return list(zip(target.elts, value.elts, strict=True))
+    if len(stars) == 1 and len(value.elts) - 1 <= len(target.elts):
+        i = stars[0]
+        after = len(value.elts) - i - 1
+        star = value.elts[i].value   # type: ignore[attr-defined]
+        middle = target.elts[i:len(target.elts) - after]
+        return (list(zip(target.elts[:i], value.elts[:i], strict=True)) + [(t, star) for t in middle]
+                + list(zip(target.elts[len(target.elts) - after:], value.elts[i + 1:], strict=True)))
+    return [(target, value)]
+
+
 @dataclass(frozen=True)
 class Site:
     """Where something happens: a line, and a short label such as ``dist.barrier()``."""
@@ -2000,18 +2020,25 @@ class SourceFacts:
         diagnostic rank 0 ran alone while the others waited (pcdiff-implant's NCCL timeout, collected blind in
         stop 42), as long as sampling."""
         names = {dotted(n) for n in subtree(loop.iter) if isinstance(n, (ast.Name, ast.Attribute))}
-        if not any(_TIMESTEPS.search(n) for n in names):
-            fn = self.enclosing_function(loop)
-            bound = [(t, v) for a in walk_local(fn) if isinstance(a, ast.Assign) and a.lineno < loop.lineno
-                     for tgt in a.targets for t, v in (zip(tgt.elts, a.value.elts, strict=False)
-                                                        if isinstance(tgt, ast.Tuple) and isinstance(a.value, ast.Tuple)
-                                                        else [(tgt, a.value)])] if fn is not None else []
-            if not any(isinstance(t, ast.Name) and t.id in names and _TIMESTEPS.search(dotted(v))
-                       for t, v in bound if isinstance(v, (ast.Name, ast.Attribute))):
-                return False
+        if not any(_TIMESTEPS.search(n) for n in names) and not names & self._timestep_names(
+                self.enclosing_function(loop)):
+            return False
         return any(isinstance(c, ast.Call) and any(isinstance(x, (ast.Name, ast.Attribute)) and _NETWORK.search(dotted(x))
                                                    for x in [c.func, *c.args, *(k.value for k in c.keywords)])
                    for s in loop.body for c in walk_local(s))
+
+    def _timestep_names(self, fn: ast.AST | None) -> frozenset[str]:
+        """The names a function binds to a diffusion process's step count (``B, T = x.shape[0], self.num_timesteps``),
+        found once per function."""
+        if fn is None:
+            return frozenset()
+        key = ("timestep names", str(id(fn)))
+        if key not in self.memo:
+            self.memo[key] = frozenset(
+                t.id for a in walk_local(fn) if isinstance(a, ast.Assign) for tgt in a.targets
+                for t, v in assigned_pairs(tgt, a.value) if isinstance(t, ast.Name)
+                and isinstance(v, (ast.Name, ast.Attribute)) and _TIMESTEPS.search(dotted(v)))
+        return self.memo[key]   # type: ignore[return-value]
 
     def _stops_after_a_few(self, loop: ast.For | ast.AsyncFor, most: int = 100) -> bool:
         """Does the loop leave at a small count, ``if n >= 25: break`` (the bound a constant, or a parameter of the
