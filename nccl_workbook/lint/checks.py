@@ -37,7 +37,7 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (LONG_PARTS, POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES, STEP_NAME as _STEP_CALL,
+from nccl_workbook.lint.source import (DTENSOR_GATHERS, LONG_PARTS, POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES, STEP_NAME as _STEP_CALL,
                                       Site, SourceFacts, _const, _param_defaults, _parts, bound_arguments, call_name,
                                       dotted, ends_group, save_kind, subtree, target_names, walk_local,
                                       assigned_pairs)
@@ -1057,7 +1057,11 @@ class _RankWalk:
             return
         # through a function of the file, only explicit collectives count here (see function_collective)
         ours = self.f.calls_a_function_of_ours(call)
-        site = self.f.collective_of(call, include_backward=not ours)
+        token = DTENSOR_GATHERS.set(True)
+        try:
+            site = self.f.collective_of(call, include_backward=not ours)
+        finally:
+            DTENSOR_GATHERS.reset(token)
         if site is None:
             return
         line, cond = where[:2]

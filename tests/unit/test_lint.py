@@ -4922,3 +4922,25 @@ def test_a_return_on_a_cache_file_the_function_writes_before_a_barrier():
     assert found(src) == [(9, "uneven-collective-count")]
     # a cache written somewhere else (before the job, by another tool): every rank finds it or none does
     assert found(src.replace('open(cache_file, "w")', 'open(other_file, "w")')) == []
+
+
+def test_a_dtensor_full_tensor_is_a_collective_under_a_rank_test_only():
+    # bergson PR 376 (collected blind in stop 38): gathering FSDP's sharded moments with DTensor.full_tensor()
+    # is an all-gather over the shards, so a helper that does it, called on rank 0 only, waits for the others
+    src = HEAD + textwrap.dedent("""\
+        def moments_to_cpu(opt_state):
+            out = {}
+            for name, t in opt_state.items():
+                if t is None:
+                    continue
+                out[name] = t.full_tensor().cpu()
+            return out
+
+        def main(opt_state, path):
+            if dist.get_rank() == 0:
+                torch.save(moments_to_cpu(opt_state), path)
+        """)
+    assert [r for _, r in found(src)] == ["collective-in-rank-branch"]
+    # called on every rank: the loop's skips are alike on every rank that holds the shards (Megatron-LM,
+    # prime-rl): no finding, and no uneven-count finding for the `continue` before the gather
+    assert found(src.replace("    if dist.get_rank() == 0:\n        torch.save(", "    if True:\n        torch.save(")) == []
