@@ -59,6 +59,7 @@ class Project:
         self._resolved_imports: list[tuple[SourceFacts, str, str, SourceFacts | None, SourceFacts | None]] | None = None
         self._parents: dict[Path, Path] = {}
         self._additions: dict[Path, list[Path]] = {}
+        self._class_index: tuple[int, dict[str, list[SourceFacts]]] | None = None
 
     def facts(self, path: Path, text: str | None = None) -> SourceFacts | None:
         """The facts of one file, parsed once (None when it cannot be read or parsed). A ``SyntaxError``
@@ -109,6 +110,17 @@ class Project:
     def checked(self) -> list[SourceFacts]:
         """The parsed files whose findings are reported (named, or imported by a named one)."""
         return [f for f in (self.facts(p) for p in self._given) if f is not None]
+
+    def classes_named(self, key: str) -> list[SourceFacts]:
+        """The checked files that define a top-level class whose name, lower-cased, is ``key``."""
+        if self._class_index is None or self._class_index[0] != self.generation:
+            index: dict[str, list[SourceFacts]] = {}
+            for f in self.checked():
+                for node in f.tree.body:
+                    if isinstance(node, ast.ClassDef):
+                        index.setdefault(node.name.lower(), []).append(f)
+            self._class_index = (self.generation, index)
+        return self._class_index[1].get(key, [])
 
     def given(self, path: Path) -> bool:
         """Was this file named on the command line, or included as an import of one (its own findings

@@ -1172,6 +1172,11 @@ class SourceFacts:
             if inner is not None:
                 return Site(line, f"{label} (whose __init__ reaches {inner.label} at {inner.at})", kind=inner.kind)
         ext = self.external(recv, name)
+        if ext is None and recv.startswith("self.") and recv.count(".") == 1:
+            # (for collectives only: long work found through a class guessed from a name was mostly short,
+            # YOLOX's W&B image table, sockeye's config file)
+            owner = self._attribute_class_file(recv[5:], name)
+            ext = (owner, name) if owner is not None else None
         if ext is not None:
             other, func = ext
             if other.functions.get(func) and _not_distributed_call(call, other.functions[func][0]):
@@ -1450,6 +1455,19 @@ class SourceFacts:
                 site = self._elsewhere(other, site)
         self.memo[key] = site
         return site
+
+    def _attribute_class_file(self, attr: str, method: str) -> SourceFacts | None:
+        """The file of the one class of the project that an attribute is named for and that defines ``method``
+        (speechbrain's ``self.checkpointer``, a ``Checkpointer`` handed to the ``Brain`` by the recipe:
+        ``self.checkpointer.save_and_keep_only()`` broadcasts the checkpoint folder, PR 2192), or None."""
+        key = attr.replace("_", "").lower()
+        if self.project is None or len(key) < 6:
+            return None
+        owners = [f for f in self.project.classes_named(key) if f is not self and any(
+            isinstance(n, ast.ClassDef) and n.name.lower() == key and any(
+                isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == method for b in n.body)
+            for n in f.tree.body)]
+        return owners[0] if len(owners) == 1 else None
 
     def external(self, recv: str, name: str) -> tuple[SourceFacts, str] | None:
         """The file of the project that defines the function a call names (``evaluate()`` imported from

@@ -4944,3 +4944,40 @@ def test_a_dtensor_full_tensor_is_a_collective_under_a_rank_test_only():
     # called on every rank: the loop's skips are alike on every rank that holds the shards (Megatron-LM,
     # prime-rl): no finding, and no uneven-count finding for the `continue` before the gather
     assert found(src.replace("    if dist.get_rank() == 0:\n        torch.save(", "    if True:\n        torch.save(")) == []
+
+
+def test_an_attribute_named_for_a_class_of_the_project_reaches_its_collectives(tmp_path: Path) -> None:
+    # speechbrain PR 2192 (collected blind in stop 37): the Brain is handed a Checkpointer (by the recipe's YAML);
+    # only the main process saves intra-epoch, and the save broadcasts the checkpoint folder
+    pkg = tmp_path / "proj" / "sb"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "checkpoints.py").write_text(HEAD + textwrap.dedent("""\
+        class Checkpointer:
+            def save_and_keep_only(self, meta):
+                folder = [make_folder() if dist.get_rank() == 0 else None]
+                dist.broadcast_object_list(folder, src=0)
+                return folder[0]
+        """))
+    (pkg / "core.py").write_text(HEAD + textwrap.dedent("""\
+        from sb import checkpoints
+
+        class Brain:
+            def __init__(self, model, checkpointer=None):
+                self.model = model
+                self.checkpointer = checkpointer
+
+            def fit(self, loader, every):
+                for step, batch in enumerate(loader):
+                    self.model(batch).sum().backward()
+                    if dist.get_rank() == 0 and step % every == 0:
+                        self.checkpointer.save_and_keep_only(meta={"step": step})
+        """))
+    report = lint_paths([pkg / "core.py"])
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in report.findings] == \
+        [("core.py", 14, "collective-in-rank-branch")]
+    # two classes of that name in the project: nothing is guessed
+    (pkg / "other.py").write_text("class CheckPointer:\n    def save_and_keep_only(self, meta):\n        pass\n")
+    (pkg / "core.py").write_text((pkg / "core.py").read_text().replace("import checkpoints", "import checkpoints, other"))
+    assert [f.rule.value for f in lint_paths([pkg / "core.py"]).findings
+            if f.rule.value == "collective-in-rank-branch"] == []
