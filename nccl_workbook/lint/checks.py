@@ -37,7 +37,7 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (DTENSOR_GATHERS, LONG_PARTS, POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES, STEP_NAME as _STEP_CALL,
+from nccl_workbook.lint.source import (PARAMETER_GATHERS, LONG_PARTS, POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES, STEP_NAME as _STEP_CALL,
                                       Site, SourceFacts, _const, _param_defaults, _parts, bound_arguments, call_name,
                                       dotted, ends_group, save_kind, subtree, target_names, walk_local,
                                       assigned_pairs)
@@ -1057,11 +1057,11 @@ class _RankWalk:
             return
         # through a function of the file, only explicit collectives count here (see function_collective)
         ours = self.f.calls_a_function_of_ours(call)
-        token = DTENSOR_GATHERS.set(True)
+        token = PARAMETER_GATHERS.set(True)
         try:
             site = self.f.collective_of(call, include_backward=not ours)
         finally:
-            DTENSOR_GATHERS.reset(token)
+            PARAMETER_GATHERS.reset(token)
         if site is None:
             return
         line, cond = where[:2]
@@ -2667,9 +2667,37 @@ def _returns_share(f: SourceFacts, call: ast.Call) -> bool:
     if target is None:
         return False
     other, func = target
+    fn = other.functions[func][0]
+    branch = _dispatched_branch(call, fn)
     # (for this file, or a file that imports this one back, while its names are being worked out: what is
     # known of them so far)
-    return f"{func}:<return>" in _uneven_names(other) and _splits_unpadded(other, other.functions[func][0])
+    return f"{func}:<return>" in _uneven_names(other) and _splits_unpadded(
+        other, fn if branch is None else ast.Module(body=branch, type_ignores=[]))
+
+
+def _dispatched_branch(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt] | None:
+    """The statements a builder runs for the name the call gives it (X-VLM's ``create_dataset('caption_coco',
+    config)``, whose ``if dataset == 'caption_coco':`` builds map-style data sets while its pretraining branch
+    streams a share per rank, held-out round 64), or None when the call picks no branch of an ``if``/``elif``
+    chain on a parameter."""
+    given = {p: v.value for p, v in bound_arguments(call, fn)
+             if isinstance(v, ast.Constant) and isinstance(v.value, str)}
+    if not given:
+        return None
+    for stmt in fn.body:
+        node: ast.stmt | None = stmt
+        while isinstance(node, ast.If):
+            t = node.test
+            if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.left, ast.Name) \
+                    and t.left.id in given:
+                right = t.comparators[0]
+                values = [right] if isinstance(t.ops[0], ast.Eq) else \
+                    list(right.elts) if isinstance(t.ops[0], ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) \
+                    else []
+                if any(isinstance(v, ast.Constant) and v.value == given[t.left.id] for v in values):
+                    return node.body
+            node = node.orelse[0] if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If) else None
+    return None
 
 
 def _splits_unpadded(f: SourceFacts, fn: ast.AST) -> bool:

@@ -59,11 +59,12 @@ DIST_COLLECTIVES = frozenset({
     "_reduce_scatter_base", "all_to_all", "all_to_all_single", "barrier", "monitored_barrier", "new_group",
     "send", "recv", "isend", "irecv", "batch_isend_irecv",
 })
-#: counts ``DTensor.full_tensor()`` (an all-gather over the tensor's mesh) as a collective: set by the rank-branch
-#: rule only. Under a rank test it is a gather the other ranks never join (bergson PR 376); in a loop over
-#: parameters every rank that holds the shards skips the same ones (Megatron-LM, prime-rl, OpenTau: ten reports,
-#: all false, when every rule counted it)
-DTENSOR_GATHERS: contextvars.ContextVar[bool] = contextvars.ContextVar("DTENSOR_GATHERS", default=False)
+#: counts the gathers of sharded parameters, ``DTensor.full_tensor()`` (an all-gather over the tensor's mesh),
+#: DeepSpeed's ``zero.GatheredParameters(...)`` and FSDP's ``summon_full_params(...)``, as collectives: set by the
+#: rank-branch rule only. Under a rank test they are gathers the other ranks never join (bergson PR 376,
+#: VideoLLaMA2 PR 48); in a loop over parameters every rank that holds the shards skips the same ones (Megatron-LM,
+#: prime-rl, OpenTau: ten reports, all false, when every rule counted ``full_tensor``)
+PARAMETER_GATHERS: contextvars.ContextVar[bool] = contextvars.ContextVar("PARAMETER_GATHERS", default=False)
 #: point-to-point: a branch on the rank is how they are meant to be used
 POINT_TO_POINT = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
 #: method names that mean a collective whatever the object (no other common meaning)
@@ -1255,10 +1256,16 @@ class SourceFacts:
                 return Site(line, f"{label} (sharded model)", kind="gathers shards")
         if not recv and name in self.sharded:
             return Site(line, f"{label} (sharded model forward)")
-        if name == "full_tensor" and recv and not call.args and not call.keywords and DTENSOR_GATHERS.get():
+        if name == "full_tensor" and recv and not call.args and not call.keywords and PARAMETER_GATHERS.get():
             # a DTensor's full value: an all-gather over its mesh, on every rank that holds a shard (bergson
             # PR 376, collected blind in stop 38: FSDP's moments gathered by a helper called on rank 0 only)
             return Site(line, f"{label} (a DTensor's all-gather over its shards)", kind="gathers shards")
+        if name in ("GatheredParameters", "summon_full_params") and PARAMETER_GATHERS.get() and (
+                recv or name in self.imported):
+            # DeepSpeed's gather of ZeRO-3 partitioned parameters (VideoLLaMA2 PR 48, collected blind in stop 43: a
+            # LoRA state dict gathered through `maybe_zero_3` on rank 0 only), FSDP's of its flat parameters
+            return Site(line, f"{label} (an all-gather of the sharded parameters, when they are sharded)",
+                        kind="gathers shards")
         if name == "step" and recv and not call.args and (
                 recv in self.zero_optimizers or _ZERO_OPTIMIZER_NAME.search(recv.rsplit(".", 1)[-1])):
             return Site(line, f"{label} (an optimizer that shards its state: each step gathers the updated "
@@ -1440,7 +1447,7 @@ class SourceFacts:
     def _method_collective(self, name: str, method: str, *, autograd_function: bool = False) -> Site | None:
         """The first collective one method of a class of this file or of the project reaches, or None; with
         ``autograd_function``, only for a subclass of ``torch.autograd.Function``."""
-        key = (f"{method} collective {DTENSOR_GATHERS.get()}", name)
+        key = (f"{method} collective {PARAMETER_GATHERS.get()}", name)
         if key in self.memo:
             return self.memo[key]   # type: ignore[return-value]
         self.memo[key] = None   # recursion guard
@@ -1658,7 +1665,7 @@ class SourceFacts:
         ``include_backward=False`` leaves out DDP's implicit all-reduce in ``backward()``: a shared
         ``train(model, loader, optimizer=None)`` that rank 0 reuses for validation calls ``backward``
         only on a path this reading cannot tell apart."""
-        key = f"{name}|{include_backward}|{DTENSOR_GATHERS.get()}"
+        key = f"{name}|{include_backward}|{PARAMETER_GATHERS.get()}"
         if key in self._collective:
             return self._collective[key]
         self._collective[key] = None  # recursion guard: a cycle adds nothing

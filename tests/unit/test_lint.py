@@ -4981,3 +4981,75 @@ def test_an_attribute_named_for_a_class_of_the_project_reaches_its_collectives(t
     (pkg / "core.py").write_text((pkg / "core.py").read_text().replace("import checkpoints", "import checkpoints, other"))
     assert [f.rule.value for f in lint_paths([pkg / "core.py"]).findings
             if f.rule.value == "collective-in-rank-branch"] == []
+
+
+def test_a_builder_called_with_a_name_runs_only_that_branch(tmp_path: Path) -> None:
+    # X-VLM (held-out round 64): create_dataset('caption_coco', config) builds map-style data sets under a padded
+    # DistributedSampler; only its pretraining branch streams a share per rank
+    script = _project(tmp_path, {
+        "train.py": """\
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from dataset import create_dataset
+            def main(config, rank, world, model):
+                model = DDP(model)
+                train_ds = create_dataset('caption', config, rank, world)
+                loader = DataLoader(train_ds, batch_size=8)
+                for x in loader:
+                    model(x).sum().backward()
+            """,
+        "dataset.py": """\
+            from torch.utils.data import IterableDataset
+            from datasets.distributed import split_dataset_by_node
+            class Stream(IterableDataset):
+                def __init__(self, ds, rank, world):
+                    self.ds = split_dataset_by_node(ds, rank, world)
+                def __iter__(self):
+                    yield from self.ds
+            def create_dataset(name, config, rank, world):
+                if name == 'pretrain':
+                    return Stream(load(config), rank, world)
+                elif name in ('caption', 'vqa'):
+                    return CaptionSet(config)
+                raise NotImplementedError(name)
+            """})
+    assert _uneven_at(script) == []
+    # the streaming branch, asked for by name: a per-rank share
+    script.write_text(script.read_text().replace("create_dataset('caption'", "create_dataset('pretrain'"))
+    assert _uneven_at(script) == [("train.py", 9)]
+    # a name the call does not spell out: any branch may run
+    script.write_text(script.read_text().replace("create_dataset('pretrain'", "create_dataset(config.name"))
+    assert _uneven_at(script) == [("train.py", 9)]
+
+
+def test_a_zero3_parameter_gather_is_a_collective_under_a_rank_test_only():
+    # VideoLLaMA2 PR 48 (collected blind in stop 43): the LoRA state dict gathered through `maybe_zero_3` (DeepSpeed's
+    # GatheredParameters, an all-gather of ZeRO-3 partitioned parameters) on rank 0 only stalls it
+    src = HEAD + textwrap.dedent("""\
+        from deepspeed import zero
+
+        def maybe_zero_3(param):
+            if hasattr(param, "ds_id"):
+                with zero.GatheredParameters([param]):
+                    param = param.data.detach().cpu().clone()
+            return param
+
+        def lora_state(named_params):
+            out = {}
+            for k, t in named_params:
+                if "lora_" not in k:
+                    continue
+                out[k] = maybe_zero_3(t)
+            return out
+
+        def save(model, local_rank, path):
+            if local_rank in [0, -1]:
+                torch.save(lora_state(model.named_parameters()), path)
+        """)
+    assert found(src) == [(21, "collective-in-rank-branch")]
+    # gathered on every rank, saved on rank 0 (LLaVA's order, and the fix): nothing, and no finding for the
+    # loop's `continue`, alike on every rank
+    fixed = src.replace("    if local_rank in [0, -1]:\n        torch.save(lora_state(model.named_parameters()), path)",
+                        "    state = lora_state(model.named_parameters())\n    if local_rank in [0, -1]:\n"
+                        "        torch.save(state, path)")
+    assert fixed != src and found(fixed) == []
