@@ -37,10 +37,10 @@ from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
 from nccl_workbook.lint.settings import DEEPSPEED_DEFAULT_PG_TIMEOUT_S, DEFAULT_PG_TIMEOUT_S
-from nccl_workbook.lint.source import (PARAMETER_GATHERS, LONG_PARTS, POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES, STEP_NAME as _STEP_CALL,
-                                      Site, SourceFacts, _const, _param_defaults, _parts, bound_arguments, call_name,
-                                      dotted, ends_group, save_kind, subtree, target_names, walk_local,
-                                      assigned_pairs)
+from nccl_workbook.lint.source import (LONG_PARTS, PARAMETER_GATHERS, POINT_TO_POINT, SAVE_KINDS, SHARDING_MODES,
+                                      STEP_NAME as _STEP_CALL, Site, SourceFacts, _const, _param_defaults, _parts,
+                                      bound_arguments, call_name, dotted, ends_group, save_kind, subtree, target_names,
+                                      walk_local, assigned_pairs)
 
 __all__ = ["RawFinding", "CHECKS", "check_rank_branches", "check_uneven_loops", "check_discarded_agreement",
            "check_dummy_forwards", "check_exceptions", "check_noop_settings", "check_loader_timeouts",

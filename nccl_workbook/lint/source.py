@@ -712,7 +712,9 @@ class SourceFacts:
         self._long: dict[str, Site | None] = {}
         self._returns_flag: set[str] = set()
         self._stmt_collective: dict[int, Site | None] = {}
+        self._stmt_collective_gathers: dict[int, Site | None] = {}   # the same, with parameter gathers counted
         self._stmt_sync: dict[int, Site | None] = {}
+        self._stmt_sync_gathers: dict[int, Site | None] = {}
         #: does the file make a process-shared barrier (``torch.multiprocessing.Barrier``)? Its ``wait()`` is where
         #: every rank meets with no process-group timeout (set by :meth:`parse` from the text)
         self.cpu_barriers = False
@@ -1796,14 +1798,16 @@ class SourceFacts:
 
     def first_collective(self, stmts: list[ast.stmt] | ast.AST) -> Site | None:
         """The first collective (in source order) in a statement or a list of them."""
-        return self._first_site(stmts, self._stmt_collective, self.collective_of)
+        memo = self._stmt_collective_gathers if PARAMETER_GATHERS.get() else self._stmt_collective
+        return self._first_site(stmts, memo, self.collective_of)
 
     def first_sync(self, stmts: list[ast.stmt] | ast.AST) -> Site | None:
         """The first collective or wait at a barrier of the launching processes (see :meth:`cpu_barrier_of`), in
         source order, in a statement or a list of them."""
         if not self.cpu_barriers:
             return self.first_collective(stmts)
-        return self._first_site(stmts, self._stmt_sync, lambda c: self.cpu_barrier_of(c) or self.collective_of(c))
+        memo = self._stmt_sync_gathers if PARAMETER_GATHERS.get() else self._stmt_sync
+        return self._first_site(stmts, memo, lambda c: self.cpu_barrier_of(c) or self.collective_of(c))
 
     @staticmethod
     def _first_site(stmts: list[ast.stmt] | ast.AST, memo: dict[int, Site | None],
