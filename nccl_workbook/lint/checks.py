@@ -67,7 +67,11 @@ _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardIn
                               # a missing attribute: the objects' kinds and the run's configuration, alike on every
                               # rank (modelforge's `except AttributeError: pass` when no scheduler is configured,
                               # `sch.get_last_lr()` on None, around its `self.log(..., sync_dist=True)`)
-                              "AttributeError"})
+                              "AttributeError",
+                              # a method or a path the code does not have: the objects' kinds and the configuration
+                              # decide, alike on every rank (FastVideo's DTensor branch of clip_grad_norm_, fastreid's
+                              # `build_evaluator` a subclass did not write)
+                              "NotImplementedError"})
 #: exceptions a framework raises on purpose to end a loop (composer's ``BreakEpochException``): control
 #: flow like ``StopIteration``, not a failure of the rank
 _CONTROL_FLOW_EXCEPTION = re.compile(r"^(Break|Stop)[A-Z]\w*$")
@@ -820,6 +824,18 @@ def _tested_paths(test: ast.AST) -> set[str]:
             and _FILE_TEST.search(ast.unparse(c.func) + "(")}
 
 
+def _broadcast_in(f: SourceFacts, body: list[ast.stmt]) -> Site | None:
+    """The first broadcast written in ``body`` itself (not reached through a call): the collective a branch runs
+    to hand every rank what one rank read."""
+    for s in body:
+        for n in walk_local(s):
+            if isinstance(n, ast.Call) and call_name(n)[1] in ("broadcast", "broadcast_object_list"):
+                site = f.collective_of(n)
+                if site is not None:
+                    return site
+    return None
+
+
 def _makes_tested_path(f: SourceFacts, stmt: ast.If) -> str:
     """The path an ``if not os.path.exists(p):`` tests when its body hands ``p`` to a call (a save into it), or
     ``""``; or an ``if os.path.exists(p): <load> else: <download>`` whose download writes into the folder ``p`` is
@@ -1260,16 +1276,25 @@ class _RankWalk:
         # save_model_ddp(..., model_dir)`, where rank 0 writes model_dir before its barrier): the ranks that test
         # after the first has made it skip the branch and its collectives
         makes = _makes_tested_path(self.f, stmt)
+        shared = None
         if not makes and (self.f.enclosing_loop(stmt) is None and not per_step
                           or _CHECKPOINT_NAME.search(ast.unparse(stmt.test))):
-            return
-        site, holds = one
+            # but a file read on every rank whose content the branch itself then broadcasts from one rank
+            # (KempnerForge PR 50: `if train_state_path.exists(): torch.load(...)`, then
+            # `dist.broadcast_object_list(...)`): the code trusts one rank's copy, not the test that let it in
+            shared = _broadcast_in(self.f, stmt.body if one[1] == "holds" else rest)
+            if shared is None:
+                return
+        site, holds = one if shared is None else (shared, one[1])
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}) "
             f"{holds}: each rank tests the file system on its own, at its "
             + (f"own moment, and the branch itself makes `{makes}`: the ranks that look after the first one has made "
                f"it skip the branch" if makes else
+               "own moment, and the branch then shares one rank's copy of what it read, but not the answer of the test: "
+               "on a distributed file system (NFS, Lustre) the ranks can see the file differently for a moment, and "
+               "those that do not see it skip the broadcast the others wait in" if shared is not None else
                "own moment and on its own node, so a file made during the run (a signal file) or a folder that is not "
                "shared lets some ranks in and not the others"),
             fix="test on one rank and share the answer, so that every rank takes the same branch: "

@@ -525,7 +525,9 @@ _NO_NAMES: frozenset[str] = frozenset()
 
 def _is_rank_name(name: str) -> bool:
     last = name.rsplit(".", 1)[-1].lower()
-    return bool(_RANK_PART.search(last)) and not _NOT_RANK.search(last)
+    # (``rank_in_group``: this process's rank in a vLLM-style GroupCoordinator, FastVideo's
+    # ``world_group.rank_in_group``)
+    return bool(_RANK_PART.search(last)) and not _NOT_RANK.search(last) or last == "rank_in_group"
 
 
 def _is_main_flag_name(name: str) -> bool:
@@ -595,11 +597,66 @@ class Site:
     reaches: int = 0
     #: reached by the next pass of a base class's loop (no call in the script stands for it)
     by_base: bool = False
+    #: for a call that reaches a collective through other calls (:func:`reach_site`): the call itself, and the calls
+    #: it goes through, each with where it is, ending with the collective
+    head: str = ""
+    via: tuple[tuple[str, str], ...] = ()
 
     @property
     def at(self) -> str:
         """``line 12``, or ``train.py:12`` in another file."""
         return f"{self.path}:{self.line}" if self.path else f"line {self.line}"
+
+
+_REACHES = " (which reaches "
+
+
+def _split_reach(label: str) -> tuple[str, str, str] | None:
+    """``A (which reaches B at X)`` -> (``A``, ``B``, ``X``); None for a label that names no call it reaches."""
+    depth = 0
+    for i, ch in enumerate(label):
+        if depth == 0 and label.startswith(_REACHES, i):
+            inner, d = label[i + len(_REACHES):], 0
+            for k, c in enumerate(inner):
+                d += (c == "(") - (c == ")")
+                if d < 0:
+                    inner = inner[:k]
+                    break
+            at, d, cut = "", 0, -1
+            for k, c in enumerate(inner):   # the last ` at ` outside parentheses
+                d += (c == "(") - (c == ")")
+                if d == 0 and inner.startswith(" at ", k):
+                    cut = k
+            if cut < 0:
+                return None
+            return label[:i], inner[:cut], inner[cut + 4:]
+        depth += (ch == "(") - (ch == ")")
+    return None
+
+
+def reach_site(line: int, label: str, inner: Site, **kw: object) -> Site:
+    """The site of a call ``label`` that reaches ``inner`` through other calls, said in one line: ``label (which
+    reaches C at X, through A at Y and B at Z)`` instead of one parenthesis inside another (a line without its file
+    is in the file of the call before it)."""
+    steps: list[tuple[str, str]] = []
+    if inner.head:
+        steps = [(inner.head, inner.at), *inner.via]
+    else:
+        text, at = inner.label, inner.at
+        while (split := _split_reach(text)) is not None:
+            steps.append((split[0], at))
+            text, at = split[1], split[2]
+        steps.append((text, at))
+    where = ""
+    for i, (call, at) in enumerate(steps):
+        if at.startswith("line ") and where:
+            steps[i] = (call, f"{where}:{at[5:]}")
+        elif ":" in at:
+            where = at.rsplit(":", 1)[0]
+    (last, last_at), through = steps[-1], steps[:-1]
+    via = " and ".join(f"{c} at {a}" for c, a in through)
+    text = f"{label} (which reaches {last} at {last_at}" + (f", through {via})" if via else ")")
+    return Site(line, text, head=label, via=tuple(steps), **kw)   # type: ignore[arg-type]
 
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -1174,6 +1231,22 @@ class SourceFacts:
             inner = self._constructor_collective(f"{recv}.{name}" if recv else name)
             if inner is not None:
                 return Site(line, f"{label} (whose __init__ reaches {inner.label} at {inner.at})", kind=inner.kind)
+        if recv[:1].isupper() and "." not in recv and name[:1].islower():
+            # a class's own method called through it (FastVideo PR 1178, collected blind in stop 42:
+            # `WanPipeline.from_pretrained(...)`, inherited from ComposedPipelineBase, builds the pipeline and runs its
+            # post_init(), whose warm-up is an all-to-all of the sequence-parallel group)
+            inner = self._class_method_collective(recv, name)
+            if inner is not None:
+                return reach_site(line, label, inner, kind=inner.kind)
+        own = self._made_by_cls(recv, call) if recv.isidentifier() and recv not in ("self", "cls") else None
+        if own is not None and name in self.functions:
+            # a method of the object a classmethod builds (`pipe = cls(...)`, then `pipe.post_init()`); (not of any
+            # object of a class of this file: MPP's `trainer.train()` is also handed to `wandb.agent` on the other
+            # side, Detic's `oid_eval.run()` reaches a method of another class of that name)
+            inner = self._class_method_collective(own, name)
+            if inner is not None:
+                return reach_site(line, label, inner, kind=inner.kind,
+                                  reaches=0 if inner.path else inner.reaches or inner.line)
         ext = self.external(recv, name)
         if ext is None and recv.startswith("self.") and recv.count(".") == 1:
             # (for collectives only: long work found through a class guessed from a name was mostly short,
@@ -1434,7 +1507,30 @@ class SourceFacts:
         if other is None or other is self:
             return None
         found = next((n for n in other.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None)
+        if found is None and head == "" and self.project is not None:
+            # a class a package's __init__.py takes from one of its files (FastVideo's `from fastvideo.pipelines
+            # import LoRAPipeline`)
+            origin = self.project.reexported(other, last)
+            if origin is not None and origin is not self:
+                other = origin
+                found = next((n for n in other.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None)
         return (other, found) if found is not None else None
+
+    def class_method(self, name: str, method: str, depth: int = 3) -> tuple[SourceFacts, ast.FunctionDef] | None:
+        """The definition of ``method`` for the class this file names ``name``: the class's own, or the one it
+        inherits from a base class of this file or of the project (a few levels up)."""
+        found = self.class_def(name)
+        if found is None:
+            return None
+        other, cls = found
+        fn = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == method), None)
+        if fn is not None:
+            return other, fn
+        for base in cls.bases if depth > 0 else ():
+            inherited = other.class_method(dotted(base), method, depth - 1)
+            if inherited is not None:
+                return inherited
+        return None
 
     def _autograd_forward_collective(self, name: str) -> Site | None:
         """The first collective the ``forward`` of a ``torch.autograd.Function`` subclass of this file or of the
@@ -1460,6 +1556,35 @@ class SourceFacts:
             other, cls = found
             fn = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == method), None)
             site = other.first_collective(fn.body) if fn is not None else None
+            if site is not None and other is not self:
+                site = self._elsewhere(other, site)
+        self.memo[key] = site
+        return site
+
+    def _made_by_cls(self, recv: str, call: ast.Call) -> str | None:
+        """The class of this file whose classmethod holds ``call`` and gives ``recv`` the object it builds
+        (``pipe = cls(...)``), or None."""
+        fn = self._scope_of(call.lineno)
+        if fn is None or not any(isinstance(a, ast.Assign) and any(isinstance(t, ast.Name) and t.id == recv
+                                                                   for t in a.targets)
+                                 and isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Name)
+                                 and a.value.func.id == "cls" for a in walk_local(fn)):
+            return None
+        owner = [n for n in self.nodes if isinstance(n, ast.ClassDef) and any(b is fn for b in n.body)]
+        return owner[0].name if owner else None
+
+    def _class_method_collective(self, name: str, method: str) -> Site | None:
+        """The first collective ``method`` of the class this file names ``name`` reaches (its own method or an
+        inherited one), or None."""
+        key = (f"class method collective {PARAMETER_GATHERS.get()}", f"{name}.{method}")
+        if key in self.memo:
+            return self.memo[key]   # type: ignore[return-value]
+        self.memo[key] = None   # recursion guard
+        found = self.class_method(name, method)
+        site: Site | None = None
+        if found is not None and not _abstract(found[1]):
+            other, fn = found
+            site = other.first_collective(fn.body)
             if site is not None and other is not self:
                 site = self._elsewhere(other, site)
         self.memo[key] = site

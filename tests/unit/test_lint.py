@@ -5053,3 +5053,87 @@ def test_a_zero3_parameter_gather_is_a_collective_under_a_rank_test_only():
                         "    state = lora_state(model.named_parameters())\n    if local_rank in [0, -1]:\n"
                         "        torch.save(state, path)")
     assert fixed != src and found(fixed) == []
+
+
+def test_a_class_method_inherited_from_a_base_of_the_project_reaches_its_collective(tmp_path: Path) -> None:
+    # FastVideo PR 1178 (collected blind in stop 42): `WanPipeline.from_pretrained(...)`, inherited from
+    # ComposedPipelineBase, builds the pipeline with `cls(...)` and runs its post_init(), whose warm-up is an
+    # all-to-all of the sequence-parallel group; only `world_group.rank_in_group == 0` built it
+    files = {
+        "train/wan.py": """\
+            import torch
+            from pipelines.wan_pipeline import WanPipeline
+            def negative_prompt(world_group, path, meta):
+                if world_group.rank_in_group == 0:
+                    pipe = WanPipeline.from_pretrained(path)
+                    meta = pipe.encode("")
+                world_group.broadcast(meta, src=0)
+            """,
+        "pipelines/__init__.py": "from pipelines.base import ComposedPipelineBase\n",
+        "pipelines/wan_pipeline.py": """\
+            from pipelines import ComposedPipelineBase
+            class WanPipeline(ComposedPipelineBase):
+                def encode(self, text):
+                    return text
+            """,
+        "pipelines/base.py": """\
+            from pipelines.comm import warmup
+            class ComposedPipelineBase:
+                def post_init(self):
+                    warmup()
+                @classmethod
+                def from_pretrained(cls, path):
+                    pipe = cls()
+                    pipe.post_init()
+                    return pipe
+            """,
+        "pipelines/comm.py": """\
+            import torch.distributed as dist
+            def warmup():
+                out = [None, None]
+                dist.all_gather_object(out, 1)
+            """,
+    }
+    script = _project(tmp_path, files)
+    report = lint_paths([script])
+    hits = [f for f in report.findings if f.rule.value == "collective-in-rank-branch"]
+    assert [(Path(f.path).name, f.line) for f in hits] == [("wan.py", 5)]
+    # one line, the calls it goes through in order, each with its file
+    assert "WanPipeline.from_pretrained() (which reaches dist.all_gather_object() at comm.py:4, through " \
+           "pipe.post_init() at base.py:8 and warmup() at base.py:4)" in hits[0].message
+    # built on every rank (the fix): nothing
+    (tmp_path / "train/wan.py").write_text(
+        (tmp_path / "train/wan.py").read_text().replace(
+            "    if world_group.rank_in_group == 0:\n        pipe = WanPipeline.from_pretrained(path)\n",
+            "    pipe = WanPipeline.from_pretrained(path)\n    if world_group.rank_in_group == 0:\n"))
+    assert [f for f in lint_paths([script]).findings if f.rule.value == "collective-in-rank-branch"] == []
+    # a class method that reaches no collective: nothing
+    (tmp_path / "pipelines/comm.py").write_text("def warmup():\n    pass\n")
+    (tmp_path / "train/wan.py").write_text(textwrap.dedent(files["train/wan.py"]))
+    assert [f for f in lint_paths([script]).findings if f.rule.value == "collective-in-rank-branch"] == []
+
+
+def test_a_resume_test_whose_branch_broadcasts_what_one_rank_read(tmp_path: Path) -> None:
+    # KempnerForge PR 50 (collected blind in stop 37): every rank tests `train_state_path.exists()` on its own, and
+    # only the ranks that see the file enter the broadcast of rank 0's copy; on a distributed file system the
+    # answers can differ for a moment
+    src = HEAD + textwrap.dedent("""\
+        def load(ckpt_dir, rank):
+            train_state_path = ckpt_dir / "train_state.pt"
+            if train_state_path.exists():
+                train_state = torch.load(train_state_path)
+                object_list = [train_state if rank == 0 else None]
+                dist.broadcast_object_list(object_list, src=0)
+                return object_list[0]
+            return None
+        """)
+    assert found(src) == [(8, "collective-in-rank-branch")]
+    # a checkpoint looked for at the start and loaded on each rank, the barrier after the branch: nothing
+    plain = HEAD + textwrap.dedent("""\
+        import os
+        def resume(model, path):
+            if os.path.exists(path):
+                model.load_state_dict(torch.load(path))
+            dist.barrier()
+        """)
+    assert found(plain) == []
