@@ -71,10 +71,17 @@ _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardIn
                               # a method or a path the code does not have: the objects' kinds and the configuration
                               # decide, alike on every rank (FastVideo's DTensor branch of clip_grad_norm_, fastreid's
                               # `build_evaluator` a subclass did not write)
-                              "NotImplementedError"})
+                              "NotImplementedError",
+                              # a queue polled with a timeout (`q.get(timeout=0.01)`, PyTorch-BigGraph's parameter
+                              # server thread): no item yet, control flow like StopIteration
+                              "Empty"})
 #: exceptions a framework raises on purpose to end a loop (composer's ``BreakEpochException``): control
 #: flow like ``StopIteration``, not a failure of the rank
 _CONTROL_FLOW_EXCEPTION = re.compile(r"^(Break|Stop)[A-Z]\w*$")
+#: a Ray actor (or worker handle) a driver calls with ``.remote()``, and the word parts of a method of it that runs a
+#: training step of the group the actors form (their forward and backward reach its collectives)
+_ACTOR_NAME = re.compile(r"(?i)actor|worker")
+_TRAINING_PARTS = frozenset({"forward", "backward", "train", "step", "update", "fit"})
 #: a helper that runs its work on the main process only, by its name (``save_on_master``)
 _ON_MAIN = re.compile(r"_on_(master|main|main_process|rank_?0|rank_?zero|primary|leader|global_zero)$")
 #: a process-group timeout at least this long (seconds), set in the file, budgets one rank's long work
@@ -1319,6 +1326,8 @@ class _RankWalk:
                                                      or _reads_the_clock(f, stmt)))
         if isinstance(exit_stmt, ast.Continue) and rank_cond and not _under_join(f, stmt):
             self.round_robin_skip(stmt, exit_stmt)
+        if isinstance(exit_stmt, ast.Continue) and not rank_cond:
+            self.skipped_actor(stmt)
         if (isinstance(exit_stmt, ast.Break) and (rank_cond or data_cond) or
                 isinstance(exit_stmt, ast.Continue) and data_cond) and not _under_join(f, stmt):
             # (DDP's join() shadows the collectives of the ranks that run fewer passes)
@@ -1379,6 +1388,38 @@ class _RankWalk:
             f"collective the writer waits in",
             fix="test on one rank and share the answer, so that every rank takes the same branch: "
                 "`if nccl_workbook.fixes.any_rank(os.path.exists(path)):`, or let every rank reach the barrier"))
+
+    def skipped_actor(self, stmt: ast.If) -> None:
+        """TuFT PR (collected blind in stop 35): a driver deals the data over the Ray actors of one training group,
+        ``for actor, shard in zip(self._actors, shards): if not shard: continue`` and then
+        ``actor.forward_backward.remote(shard, ...)``. The actors are the group's ranks: the ones that get the call
+        run its forward and backward, whose collectives (FSDP's all-gathers, DDP's all-reduce) wait for the ones
+        skipped."""
+        loop = self.f.enclosing_loop(stmt)
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or stmt not in loop.body:
+            return
+        names = [n.id for n in subtree(loop.target) if isinstance(n, ast.Name)]
+        actors = [n for n in names if _ACTOR_NAME.search(n)]
+        tested = {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)}
+        if not actors or tested & set(actors) or not tested & set(names):
+            return   # a test of the actor itself (`if not actor.alive: continue`) is not the data dealt to it
+        for later in loop.body[loop.body.index(stmt) + 1:]:
+            for node in walk_local(later):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == "remote" and isinstance(node.func.value, ast.Attribute)):
+                    continue
+                method = node.func.value
+                if dotted(method.value) in actors and _TRAINING_PARTS & set(_parts(method.attr)):
+                    self.out.append(RawFinding(
+                        Rule.UNEVEN_COLLECTIVE_COUNT, node.lineno,
+                        f"`continue` when `{_cond_text(stmt.test)}` (line {stmt.lineno}) sends "
+                        f"`{dotted(method)}.remote()` to some of the actors only, and the actors of a training group "
+                        f"are its ranks",
+                        why="those that get the call wait in the step's collectives (FSDP's all-gathers, DDP's gradient "
+                            "all-reduce) for the actors never called, until the process-group timeout",
+                        fix="call every actor of the group (an empty share can contribute nothing: a zero loss over no "
+                            "items), or leave the whole group out of the step together"))
+                    return
 
     def round_robin_skip(self, stmt: ast.If, exit_stmt: ast.Continue) -> None:
         """``for i, ex in enumerate(examples): if i % world != rank: continue`` and then a collective in the pass

@@ -1217,8 +1217,7 @@ class SourceFacts:
             if inner is not None and self._skipped_by_arguments(name, call, include_backward):
                 return None   # evodiff's `epoch(model, False)`: its reduces run `if train:` only
             if inner is not None:
-                return Site(line, f"{label} (which reaches {inner.label} at {inner.at})",
-                            reaches=0 if inner.path else inner.reaches or inner.line)
+                return reach_site(line, label, inner, reaches=0 if inner.path else inner.reaches or inner.line)
             return None
         if name == "apply" and recv[:1].isupper() and "." not in recv:
             # a torch.autograd.Function's forward, run by `apply` (weaver's `AllGather.apply(model(*inputs))`,
@@ -1253,6 +1252,11 @@ class SourceFacts:
             # YOLOX's W&B image table, sockeye's config file)
             owner = self._attribute_class_file(recv[5:], name)
             ext = (owner, name) if owner is not None else None
+        if ext is None and recv.isidentifier() and self._walks_plural(recv, call):
+            # an element of a list named for a class of the project: AgileRL PR 586 (collected blind in stop 39),
+            # `for logger in self.loggers: logger.write(report)`, whose WandbLogger.write waits for every rank
+            owner = self._attribute_class_file(recv, name)
+            ext = (owner, name) if owner is not None else None
         if ext is not None:
             other, func = ext
             if other.functions.get(func) and _not_distributed_call(call, other.functions[func][0]):
@@ -1266,7 +1270,7 @@ class SourceFacts:
                 return None
             if inner is not None:
                 inner = self._elsewhere(other, inner)
-                return Site(line, f"{label} (which reaches {inner.label} at {inner.at})", kind=inner.kind)
+                return reach_site(line, label, inner, kind=inner.kind)
             return None
         if name in DIST_COLLECTIVES and (self.resolves_to_dist(recv) or full.startswith("torch.distributed")):
             return Site(line, label)
@@ -1564,14 +1568,32 @@ class SourceFacts:
     def _made_by_cls(self, recv: str, call: ast.Call) -> str | None:
         """The class of this file whose classmethod holds ``call`` and gives ``recv`` the object it builds
         (``pipe = cls(...)``), or None."""
-        fn = self._scope_of(call.lineno)
-        if fn is None or not any(isinstance(a, ast.Assign) and any(isinstance(t, ast.Name) and t.id == recv
-                                                                   for t in a.targets)
-                                 and isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Name)
-                                 and a.value.func.id == "cls" for a in walk_local(fn)):
-            return None
-        owner = [n for n in self.nodes if isinstance(n, ast.ClassDef) and any(b is fn for b in n.body)]
-        return owner[0].name if owner else None
+        key = ("made by cls", "")
+        if key not in self.memo:
+            spans: dict[str, list[tuple[int, int, str]]] = {}
+            for cls in (n for n in self.nodes if isinstance(n, ast.ClassDef)):
+                for fn in (b for b in cls.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                    for a in walk_local(fn):
+                        if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call) \
+                                and isinstance(a.value.func, ast.Name) and a.value.func.id == "cls":
+                            for t in a.targets:
+                                if isinstance(t, ast.Name):
+                                    spans.setdefault(t.id, []).append((fn.lineno, fn.end_lineno or fn.lineno, cls.name))
+            self.memo[key] = spans
+        return next((c for lo, hi, c in self.memo[key].get(recv, ())   # type: ignore[union-attr]
+                     if lo <= call.lineno <= hi), None)
+
+    def _walks_plural(self, recv: str, call: ast.Call) -> bool:
+        """Is ``call`` inside a ``for recv in <...>.recvs:`` loop (the loop's name, the list's in the plural)?"""
+        key = ("plural loops", "")
+        if key not in self.memo:
+            spans: dict[str, list[tuple[int, int]]] = {}
+            for n in self.nodes:
+                if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Name) \
+                        and dotted(n.iter).rsplit(".", 1)[-1] == f"{n.target.id}s":
+                    spans.setdefault(n.target.id, []).append((n.lineno, n.end_lineno or n.lineno))
+            self.memo[key] = spans
+        return any(lo <= call.lineno <= hi for lo, hi in self.memo[key].get(recv, ()))   # type: ignore[union-attr]
 
     def _class_method_collective(self, name: str, method: str) -> Site | None:
         """The first collective ``method`` of the class this file names ``name`` reaches (its own method or an

@@ -5137,3 +5137,91 @@ def test_a_resume_test_whose_branch_broadcasts_what_one_rank_read(tmp_path: Path
             dist.barrier()
         """)
     assert found(plain) == []
+
+
+def test_a_driver_that_skips_an_actor_of_a_training_group() -> None:
+    # TuFT (collected blind in stop 35): the datums dealt over the FSDP rank actors, an actor with an empty share
+    # skipped; the actors that get the call wait in the step's collectives for it
+    src = textwrap.dedent("""\
+        import ray
+        async def forward(self, data):
+            shards = _shard_list(data, len(self._actors))
+            refs = []
+            for actor, shard in zip(self._actors, shards):
+                if not shard:
+                    continue
+                refs.append(actor.forward_backward.remote(shard))
+            return ray.get(refs)
+        """)
+    assert found(src) == [(8, "uneven-collective-count")]
+    # every actor called (the fix), a test of the actor itself, or a call that is no training step: nothing
+    assert found(src.replace("        if not shard:\n            continue\n", "")) == []
+    assert found(src.replace("if not shard:", "if not actor.alive:")) == []
+    assert found(src.replace("forward_backward", "get_metrics")) == []
+
+
+def test_an_element_of_a_list_named_for_a_class_of_the_project(tmp_path: Path) -> None:
+    # AgileRL PR 586 (collected blind in stop 39): the population's metrics report, made on the main process only,
+    # writes to each of its loggers, and the W&B logger's write waits for every rank around its own work
+    files = {
+        "train.py": """\
+            from population import Population
+            def train(accelerator, agents, loggers):
+                population = Population(agents, loggers)
+                for step in range(10):
+                    if accelerator is None or accelerator.is_main_process:
+                        population.report_metrics()
+            """,
+        "population.py": """\
+            from logger import Logger
+
+            class Population:
+                def __init__(self, agents, loggers: list[Logger]):
+                    self.agents = agents
+                    self.loggers = loggers
+
+                def report_metrics(self):
+                    for logger in self.loggers:
+                        logger.write(self.agents)
+            """,
+        "logger.py": """\
+            from abc import ABC, abstractmethod
+            class Logger(ABC):
+                @abstractmethod
+                def write(self, report):
+                    ...
+
+            class WandbLogger(Logger):
+                def __init__(self, accelerator):
+                    self.accelerator = accelerator
+
+                def write(self, report):
+                    self.accelerator.wait_for_everyone()
+            """,
+    }
+    script = _project(tmp_path, files)
+    hits = [f for f in lint_paths([script]).findings if f.rule.value == "collective-in-rank-branch"]
+    assert [(Path(f.path).name, f.line) for f in hits] == [("train.py", 6)]
+    assert "through logger.write() at population.py:10" in hits[0].message
+    # a loop variable not named for the list (`for sink in self.loggers:`): nothing is guessed
+    (tmp_path / "population.py").write_text(textwrap.dedent(files["population.py"]).replace(
+        "for logger in self.loggers:\n            logger.write", "for sink in self.loggers:\n            sink.write"))
+    assert [f for f in lint_paths([script]).findings if f.rule.value == "collective-in-rank-branch"] == []
+
+
+@pytest.mark.parametrize("caught", ["NotImplementedError", "queue.Empty"])
+def test_exceptions_raised_alike_on_every_rank_or_by_a_polled_queue(caught: str) -> None:
+    # NotImplementedError: the kinds of the objects decide, alike on every rank (FastVideo's DTensor branch of gradient
+    # clipping, fastreid's `build_evaluator`); queue.Empty: a queue polled with a timeout, control flow (PyTorch-BigGraph)
+    src = HEAD + textwrap.dedent(f"""\
+        import queue
+        def loop(q, t):
+            while True:
+                try:
+                    q.get(timeout=0.01)
+                    dist.all_reduce(t)
+                except {caught}:
+                    pass
+        """)
+    assert found(src) == []
+    assert found(src.replace(caught, "RuntimeError")) == [(9, "exception-on-one-rank")]
