@@ -1390,7 +1390,7 @@ class _RankWalk:
                 "`if nccl_workbook.fixes.any_rank(os.path.exists(path)):`, or let every rank reach the barrier"))
 
     def skipped_actor(self, stmt: ast.If) -> None:
-        """TuFT PR (collected blind in stop 35): a driver deals the data over the Ray actors of one training group,
+        """TuFT PR 121 (collected blind in stop 35): a driver deals the data over the Ray actors of one training group,
         ``for actor, shard in zip(self._actors, shards): if not shard: continue`` and then
         ``actor.forward_backward.remote(shard, ...)``. The actors are the group's ranks: the ones that get the call
         run its forward and backward, whose collectives (FSDP's all-gathers, DDP's all-reduce) wait for the ones
