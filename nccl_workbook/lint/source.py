@@ -1231,10 +1231,15 @@ class SourceFacts:
             if inner is not None:
                 return Site(line, f"{label} (whose __init__ reaches {inner.label} at {inner.at})", kind=inner.kind)
         if recv[:1].isupper() and "." not in recv and name[:1].islower():
-            # a class's own method called through it (FastVideo PR 1178, collected blind in stop 42:
-            # `WanPipeline.from_pretrained(...)`, inherited from ComposedPipelineBase, builds the pipeline and runs its
-            # post_init(), whose warm-up is an all-to-all of the sequence-parallel group)
-            inner = self._class_method_collective(recv, name)
+            # a class's factory method, which builds the object as a constructor does (FastVideo PR 1178, collected
+            # blind in stop 42: `WanPipeline.from_pretrained(...)`, inherited from ComposedPipelineBase, builds the
+            # pipeline with `cls(...)` and runs its post_init(), whose warm-up is an all-to-all of the
+            # sequence-parallel group); any method of a class of this file (AgileRL's `with Logger.on_main_process(
+            # self.accelerator):`, a barrier around the W&B logger's write). (Not every method of an imported class:
+            # Megatron-LM's `Utils.*` test helpers and static batch-size helpers made 14 new reports in its checkout,
+            # mostly not hazards.)
+            own_class = any(isinstance(n, ast.ClassDef) and n.name == recv for n in self.tree.body)
+            inner = self._class_method_collective(recv, name, factory=not own_class)
             if inner is not None:
                 return reach_site(line, label, inner, kind=inner.kind)
         own = self._made_by_cls(recv, call) if recv.isidentifier() and recv not in ("self", "cls") else None
@@ -1489,8 +1494,9 @@ class SourceFacts:
         wraps = [line for w_scope, line in self._wraps if w_scope is scope]
         return bool(wraps) and min(wraps) > call.lineno
 
-    def class_def(self, name: str) -> tuple[SourceFacts, ast.ClassDef] | None:
-        """The definition of a class this file names (its own, or one it imports from the project)."""
+    def class_def(self, name: str, reexport: bool = False) -> tuple[SourceFacts, ast.ClassDef] | None:
+        """The definition of a class this file names (its own, or one it imports from the project; with
+        ``reexport``, also one a package's ``__init__.py`` takes from one of its files)."""
         head, _, last = name.rpartition(".")
         own = next((n for n in self.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None) \
             if not head else None
@@ -1511,7 +1517,7 @@ class SourceFacts:
         if other is None or other is self:
             return None
         found = next((n for n in other.tree.body if isinstance(n, ast.ClassDef) and n.name == last), None)
-        if found is None and head == "" and self.project is not None:
+        if found is None and reexport and head == "" and self.project is not None:
             # a class a package's __init__.py takes from one of its files (FastVideo's `from fastvideo.pipelines
             # import LoRAPipeline`)
             origin = self.project.reexported(other, last)
@@ -1523,7 +1529,7 @@ class SourceFacts:
     def class_method(self, name: str, method: str, depth: int = 3) -> tuple[SourceFacts, ast.FunctionDef] | None:
         """The definition of ``method`` for the class this file names ``name``: the class's own, or the one it
         inherits from a base class of this file or of the project (a few levels up)."""
-        found = self.class_def(name)
+        found = self.class_def(name, reexport=True)
         if found is None:
             return None
         other, cls = found
@@ -1595,15 +1601,20 @@ class SourceFacts:
             self.memo[key] = spans
         return any(lo <= call.lineno <= hi for lo, hi in self.memo[key].get(recv, ()))   # type: ignore[union-attr]
 
-    def _class_method_collective(self, name: str, method: str) -> Site | None:
+    def _class_method_collective(self, name: str, method: str, factory: bool = False) -> Site | None:
         """The first collective ``method`` of the class this file names ``name`` reaches (its own method or an
-        inherited one), or None."""
-        key = (f"class method collective {PARAMETER_GATHERS.get()}", f"{name}.{method}")
+        inherited one), or None; with ``factory``, only a classmethod that builds an object with ``cls(...)``."""
+        key = (f"class method collective {PARAMETER_GATHERS.get()} {factory}", f"{name}.{method}")
         if key in self.memo:
             return self.memo[key]   # type: ignore[return-value]
         self.memo[key] = None   # recursion guard
         found = self.class_method(name, method)
         site: Site | None = None
+        if found is not None and factory and not (
+                any(dotted(d) == "classmethod" for d in found[1].decorator_list)
+                and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "cls"
+                        for n in walk_local(found[1]))):
+            found = None
         if found is not None and not _abstract(found[1]):
             other, fn = found
             site = other.first_collective(fn.body)
