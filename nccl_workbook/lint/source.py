@@ -608,45 +608,17 @@ class Site:
         return f"{self.path}:{self.line}" if self.path else f"line {self.line}"
 
 
-_REACHES = " (which reaches "
-
-
-def _split_reach(label: str) -> tuple[str, str, str] | None:
-    """``A (which reaches B at X)`` -> (``A``, ``B``, ``X``); None for a label that names no call it reaches."""
-    depth = 0
-    for i, ch in enumerate(label):
-        if depth == 0 and label.startswith(_REACHES, i):
-            inner, d = label[i + len(_REACHES):], 0
-            for k, c in enumerate(inner):
-                d += (c == "(") - (c == ")")
-                if d < 0:
-                    inner = inner[:k]
-                    break
-            at, d, cut = "", 0, -1
-            for k, c in enumerate(inner):   # the last ` at ` outside parentheses
-                d += (c == "(") - (c == ")")
-                if d == 0 and inner.startswith(" at ", k):
-                    cut = k
-            if cut < 0:
-                return None
-            return label[:i], inner[:cut], inner[cut + 4:]
-        depth += (ch == "(") - (ch == ")")
-    return None
+def _builds_with_cls(fn: ast.FunctionDef) -> bool:
+    """Is ``fn`` a factory classmethod, one that builds an object of its class with ``cls(...)``?"""
+    return any(dotted(d) == "classmethod" for d in fn.decorator_list) and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "cls" for n in walk_local(fn))
 
 
 def reach_site(line: int, label: str, inner: Site, **kw: object) -> Site:
     """The site of a call ``label`` that reaches ``inner`` through other calls, said in one line: ``label (which
     reaches C at X, through A at Y and B at Z)`` instead of one parenthesis inside another (a line without its file
     is in the file of the call before it)."""
-    steps: list[tuple[str, str]] = []
-    if inner.head:
-        steps = [(inner.head, inner.at), *inner.via]
-    else:
-        text, at = inner.label, inner.at
-        while (split := _split_reach(text)) is not None:
-            steps.append((split[0], at))
-            text, at = split[1], split[2]
-        steps.append((text, at))
+    steps = [(inner.head, inner.at), *inner.via] if inner.head else [(inner.label, inner.at)]
     where = ""
     for i, (call, at) in enumerate(steps):
         if at.startswith("line ") and where:
@@ -1238,8 +1210,7 @@ class SourceFacts:
             # self.accelerator):`, a barrier around the W&B logger's write). (Not every method of an imported class:
             # Megatron-LM's `Utils.*` test helpers and static batch-size helpers made 14 new reports in its checkout,
             # mostly not hazards.)
-            own_class = any(isinstance(n, ast.ClassDef) and n.name == recv for n in self.tree.body)
-            inner = self._class_method_collective(recv, name, factory=not own_class)
+            inner = self._method_collective(recv, name, called=True)
             if inner is not None:
                 return reach_site(line, label, inner, kind=inner.kind)
         own = self._made_by_cls(recv, call) if recv.isidentifier() and recv not in ("self", "cls") else None
@@ -1247,7 +1218,7 @@ class SourceFacts:
             # a method of the object a classmethod builds (`pipe = cls(...)`, then `pipe.post_init()`); (not of any
             # object of a class of this file: MPP's `trainer.train()` is also handed to `wandb.agent` on the other
             # side, Detic's `oid_eval.run()` reaches a method of another class of that name)
-            inner = self._class_method_collective(own, name)
+            inner = self._method_collective(own, name, called=True)
             if inner is not None:
                 return reach_site(line, label, inner, kind=inner.kind,
                                   reaches=0 if inner.path else inner.reaches or inner.line)
@@ -1552,20 +1523,31 @@ class SourceFacts:
         ``MemmapSequenceScoreWriter(...)``, whose constructor ends in ``dist.barrier()``), or None."""
         return self._method_collective(name, "__init__")
 
-    def _method_collective(self, name: str, method: str, *, autograd_function: bool = False) -> Site | None:
+    def _method_collective(self, name: str, method: str, *, autograd_function: bool = False,
+                           called: bool = False) -> Site | None:
         """The first collective one method of a class of this file or of the project reaches, or None; with
-        ``autograd_function``, only for a subclass of ``torch.autograd.Function``."""
-        key = (f"{method} collective {PARAMETER_GATHERS.get()}", name)
+        ``autograd_function``, only for a subclass of ``torch.autograd.Function``. With ``called`` (the method called
+        through the class, ``Class.method(...)``), also one it inherits from a base class of the project; of a class
+        imported from another file, only a factory classmethod, one that builds the object with ``cls(...)`` as a
+        constructor does."""
+        key = (f"{method} collective {PARAMETER_GATHERS.get()} {called}", name)
         if key in self.memo:
             return self.memo[key]   # type: ignore[return-value]
         self.memo[key] = None   # recursion guard
         found = self.class_def(name)
+        where: tuple[SourceFacts, ast.FunctionDef] | None = None
+        if called:
+            where = self.class_method(name, method)
+            if where is not None and (found is None or found[0] is not self) and not _builds_with_cls(where[1]):
+                where = None
+        elif found is not None and (not autograd_function
+                                    or any(dotted(b).rsplit(".", 1)[-1] == "Function" for b in found[1].bases)):
+            fn = next((b for b in found[1].body if isinstance(b, ast.FunctionDef) and b.name == method), None)
+            where = (found[0], fn) if fn is not None else None
         site: Site | None = None
-        if found is not None and (not autograd_function
-                                  or any(dotted(b).rsplit(".", 1)[-1] == "Function" for b in found[1].bases)):
-            other, cls = found
-            fn = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == method), None)
-            site = other.first_collective(fn.body) if fn is not None else None
+        if where is not None and not _abstract(where[1]):
+            other, fn = where
+            site = other.first_collective(fn.body)
             if site is not None and other is not self:
                 site = self._elsewhere(other, site)
         self.memo[key] = site
@@ -1600,28 +1582,6 @@ class SourceFacts:
                     spans.setdefault(n.target.id, []).append((n.lineno, n.end_lineno or n.lineno))
             self.memo[key] = spans
         return any(lo <= call.lineno <= hi for lo, hi in self.memo[key].get(recv, ()))   # type: ignore[union-attr]
-
-    def _class_method_collective(self, name: str, method: str, factory: bool = False) -> Site | None:
-        """The first collective ``method`` of the class this file names ``name`` reaches (its own method or an
-        inherited one), or None; with ``factory``, only a classmethod that builds an object with ``cls(...)``."""
-        key = (f"class method collective {PARAMETER_GATHERS.get()} {factory}", f"{name}.{method}")
-        if key in self.memo:
-            return self.memo[key]   # type: ignore[return-value]
-        self.memo[key] = None   # recursion guard
-        found = self.class_method(name, method)
-        site: Site | None = None
-        if found is not None and factory and not (
-                any(dotted(d) == "classmethod" for d in found[1].decorator_list)
-                and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "cls"
-                        for n in walk_local(found[1]))):
-            found = None
-        if found is not None and not _abstract(found[1]):
-            other, fn = found
-            site = other.first_collective(fn.body)
-            if site is not None and other is not self:
-                site = self._elsewhere(other, site)
-        self.memo[key] = site
-        return site
 
     def _attribute_class_file(self, attr: str, method: str) -> SourceFacts | None:
         """The file of the one class of the project that an attribute is named for and that defines ``method``
