@@ -251,8 +251,14 @@ def build(mirrors: Path | None, clone: bool) -> int:
                                     f"https://github.com/{case['repo']}.git", str(git_dir)], check=False)
             # `repo_path`: the file's path in its own repository, when the checkout has it elsewhere (DUSt3R's
             # croco/ is a git submodule of naver/croco)
-            result = subprocess.run(["git", "-C", str(git_dir), "show", f"{case['commit']}:{case.get('repo_path', case['path'])}"],
-                                    capture_output=True)
+            path = case.get("repo_path", case["path"])
+            tree = subprocess.run(["git", "-C", str(git_dir), "ls-tree", case["commit"], "--", path],
+                                  capture_output=True, text=True).stdout
+            result = subprocess.run(["git", "-C", str(git_dir), "show", f"{case['commit']}:{path}"], capture_output=True)
+            if tree.startswith("120000") and result.returncode == 0:   # a symbolic link: read the file it names
+                target = os.path.normpath(os.path.join(os.path.dirname(path), result.stdout.decode()))
+                result = subprocess.run(["git", "-C", str(git_dir), "show", f"{case['commit']}:{target}"],
+                                        capture_output=True)
             if result.returncode != 0:
                 print(f"cannot read {case['repo']}@{case['commit'][:10]}:{case['path']}", file=sys.stderr)
                 missing += 1
