@@ -74,7 +74,12 @@ _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardIn
                               "NotImplementedError",
                               # a queue polled with a timeout (`q.get(timeout=0.01)`, PyTorch-BigGraph's parameter
                               # server thread): no item yet, control flow like StopIteration
-                              "Empty"})
+                              "Empty",
+                              # a loss scaler's gradient overflow: raised from the norm of the gradients the ranks
+                              # have just all-reduced, alike on every rank (fairseq's and Uni-Core's `except
+                              # OverflowError` after clip_grad_norm: the step is skipped everywhere); Python's own, a
+                              # float too large (`math.exp(loss)`), wraps no collective
+                              "OverflowError"})
 #: exceptions a framework raises on purpose to end a loop (composer's ``BreakEpochException``): control
 #: flow like ``StopIteration``, not a failure of the rank
 _CONTROL_FLOW_EXCEPTION = re.compile(r"^(Break|Stop)[A-Z]\w*$")

@@ -124,6 +124,8 @@ _NOT_A_MODEL = re.compile(r"(?i)optim|sched|loader|data|sampler|^lr|^_$")
 #: words that say a script may run sharded under Accelerate (its launch config can also say so)
 _MAY_SHARD = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|zero_?stage|zero3|automatic_checkpoint_naming|"
                         r"DistributedType|megatron", re.IGNORECASE)
+#: ... but not automatic checkpoint naming turned off (AudioLDM's Tango)
+_NAMING_OFF = re.compile(r"automatic_checkpoint_naming\s*=\s*False")
 #: a function that runs one training step (or epoch): a call of it reaches the step's collectives
 STEP_NAME = re.compile(r"(^|_)(train_step|training_step|train_one_epoch|train_epoch|train_batch|forward_backward|"
                        r"run_step|step_fn)$")
@@ -785,7 +787,8 @@ class SourceFacts:
             tree = ast.parse(text, filename=path)
         number_nodes(tree)
         facts = cls(tree, path)
-        facts.may_shard = bool(_MAY_SHARD.search(text))
+        facts.may_shard = bool(_MAY_SHARD.search(_NAMING_OFF.sub("", text) if "automatic_checkpoint_naming" in text
+                                                 else text))
         facts.big_model = bool(_BIG_MODEL.search(text))
         facts.big_model_named = facts.big_model and bool(_BIG_MODEL_NAMED.search(text))
         facts.shard_modes = frozenset(m for m, words in SHARDING_MODES.items() if facts.big_model and words.search(text))

@@ -549,6 +549,11 @@ def test_held_out_round_four_idioms() -> None:
     assert (f.line, f.rule.value) == (6, "collective-in-rank-branch") and "accelerate launch" in f.message
     (f,) = lint_source("import deepspeed\n" + acc)
     assert (f.line, f.rule.value) == (7, "collective-in-rank-branch") and "accelerate launch" not in f.message
+    # automatic checkpoint naming says so too (save_state gathers then), not when turned off (Tango)
+    for value, said in (("True", False), ("False", True)):
+        naming = f"accelerator.project_configuration.automatic_checkpoint_naming = {value}\n"
+        (f,) = lint_source(acc.replace("for batch", naming + "for batch"))
+        assert ("accelerate launch" in f.message) is said
     # a mode switch is not inference (lucidrains: `with torch.inference_mode():` around the sampling)
     mode = HEAD + "if rank == 0:\n    with torch.inference_mode():\n        x = 1\ndist.barrier()\n"
     assert found(mode) == []
@@ -5209,10 +5214,11 @@ def test_an_element_of_a_list_named_for_a_class_of_the_project(tmp_path: Path) -
     assert [f for f in lint_paths([script]).findings if f.rule.value == "collective-in-rank-branch"] == []
 
 
-@pytest.mark.parametrize("caught", ["NotImplementedError", "queue.Empty"])
+@pytest.mark.parametrize("caught", ["NotImplementedError", "queue.Empty", "OverflowError"])
 def test_exceptions_raised_alike_on_every_rank_or_by_a_polled_queue(caught: str) -> None:
     # NotImplementedError: the kinds of the objects decide, alike on every rank (FastVideo's DTensor branch of gradient
-    # clipping, fastreid's `build_evaluator`); queue.Empty: a queue polled with a timeout, control flow (PyTorch-BigGraph)
+    # clipping, fastreid's `build_evaluator`); queue.Empty: a queue polled with a timeout, control flow (PyTorch-BigGraph);
+    # OverflowError: a loss scaler's, from the all-reduced gradients' norm (fairseq, Uni-Core: the step skipped everywhere)
     src = HEAD + textwrap.dedent(f"""\
         import queue
         def loop(q, t):
