@@ -353,7 +353,8 @@ _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add"
                           "basename", "dirname", "split", "strip", "replace", "startswith", "endswith", "lower",
                           "upper", "write", "info", "debug", "warning", "warn", "error", "item", "tolist", "items", "keys",
                           "values", "touch",   # (an empty marker file: Twitter's recap `fs.touch(done_path)`)
-                          "avg", "average"})   # (a meter's running mean: PoinTr's `test_metrics.avg(i)`)
+                          "avg", "average",   # (a meter's running mean: PoinTr's `test_metrics.avg(i)`)
+                          "iterdir", "listdir", "scandir", "glob", "rglob"})   # (a folder's names)
 
 
 def _reads(call: ast.Call) -> bool:
@@ -371,7 +372,14 @@ def _light_call(call: ast.Call) -> bool:
         text = "".join(c.value for c in ast.walk(call.args[0])   # in order: the f-string's parts joined
                        if isinstance(c, ast.Constant) and isinstance(c.value, str))
         files = re.findall(r"\.(\w+)(?=[\s'\"]|$)", text)
+        words = " ".join(c.value for c in ast.walk(call.args[0])
+                         if isinstance(c, ast.Constant) and isinstance(c.value, str)).split()
+        if words[:1] == ["cp"] and any(w == "--link" or re.fullmatch(r"-[a-zA-Z]*l[a-zA-Z]*", w) for w in words):
+            return True   # DINOv3's keep_checkpoint_copy: `cp --recursive --link src dst`, hard links, no data copied
         return bool(files) and all(f".{ext.lower()}" in (*_SMALL_DOWNLOAD, ".csv") for ext in files)
+    if name in ("rmtree", "unlink", "rmdir", "removedirs") or name == "remove" and recv in ("os", "shutil"):
+        return True   # a deletion (DINOv3's keep_last_n_checkpoints: `shutil.rmtree` of the old ones), as the names
+        # that say they delete (`clean_last_n_checkpoints`) are no long work
     if name in ("copy", "copyfile", "copy2") and recv == "shutil" and call.args \
             and re.search(r"(?i)config|cfg|\.(toml|ya?ml|json|txt)\b|(^|\W)args\b", ast.unparse(call.args[0])):
         return True   # diffusion-pipe's `shutil.copy(eval_dataset['config'], run_dir)`: a configuration file

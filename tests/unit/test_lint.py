@@ -428,7 +428,9 @@ def test_open_clip_idioms_of_round_three() -> None:
     lookup = HEAD + ("import glob\ndef get_latest_checkpoint(path):\n    return sorted(glob.glob(path))[-1]\n"
                      "if rank == 0:\n    resume = {}(path)\ndist.broadcast_object_list([resume])\n")
     assert found(lookup.format("get_latest_checkpoint")) == []
-    assert found(lookup.replace("get_latest_checkpoint", "save_checkpoint").format("save_checkpoint")) == \
+    # (a body that does more than list a folder: a function named for saving is long work)
+    assert found(lookup.replace("get_latest_checkpoint", "save_checkpoint").replace(
+        "sorted(glob.glob(path))[-1]", "copy_all(path)").format("save_checkpoint")) == \
         [(7, "rank0-long-work-before-collective")]
     # `state = save_checkpoint(...)` builds what the torch.save below writes: the save is the long work
     payload = HEAD + ("from ckpt import save_checkpoint\nif rank == 0:\n    state = save_checkpoint(model)\n"
@@ -5231,3 +5233,24 @@ def test_exceptions_raised_alike_on_every_rank_or_by_a_polled_queue(caught: str)
         """)
     assert found(src) == []
     assert found(src.replace(caught, "RuntimeError")) == [(9, "exception-on-one-rank")]
+
+
+def test_deleting_old_checkpoints_and_hard_link_copies_are_no_long_work() -> None:
+    # DINOv3 (held-out round 65): on the main process, `keep_last_n_checkpoints` (an rmtree of the old ones) and
+    # `keep_checkpoint_copy` (`cp --recursive --link`: hard links, no data copied), then the next step's gather
+    src = HEAD + textwrap.dedent("""\
+        import shutil, subprocess
+        def keep_last_n_checkpoints(ckpt_dir, n):
+            for old in sorted(ckpt_dir.iterdir())[:-n]:
+                shutil.rmtree(old)
+        def keep_checkpoint_copy(src):
+            subprocess.check_output(["cp", "--recursive", "--link", src, str(src) + "_keep"])
+        for step in range(10):
+            dist.all_gather_into_tensor(out, t)
+            if dist.get_rank() == 0:
+                keep_last_n_checkpoints(ckpt_dir, 3)
+                keep_checkpoint_copy(ckpt_dir / str(step))
+        """)
+    assert found(src) == []
+    # a real copy of the checkpoint (no --link) is long work
+    assert found(src.replace('"--link", ', "")) == [(13, "rank0-long-work-before-collective")]
