@@ -90,7 +90,8 @@ MPI_COLLECTIVES = frozenset({
 DIST_RECEIVERS = re.compile(r"(^|\.)(dist|distributed|torch\.distributed|hvd|horovod|accelerator|fabric|strategy|"
                             r"comm|xm|bps|dist_utils|du)$")
 AMBIGUOUS_METHODS = frozenset({"broadcast", "reduce", "gather", "gather_object", "scatter", "synchronize",
-                               "get_state_dict", "save_state", "save_model", "save_checkpoint", "load_checkpoint"})
+                               "get_state_dict", "save_state", "save_model", "save_checkpoint", "load_checkpoint",
+                               "push_to_hub"})
 #: helpers imported from elsewhere whose names say they communicate (``reduce_dict``, ``all_reduce_mean``)
 HELPER_NAME = re.compile(r"(^|_)(all_?reduce|all_?gather|barrier|synchronize|reduce_(dict|tensor|mean|sum|loss|value)|"
                          r"gather_(tensor|object|all)|broadcast)")
@@ -1005,8 +1006,14 @@ class SourceFacts:
         self.device_id <= 0:`` tests the rank)."""
         return self._handed("handed_rank_values", lambda other, a: other.is_rank_value(a))
 
+    def _handed_rank_flags(self) -> Set[str]:
+        """... that a caller fills with a test true on some ranks only, a call too (VAR: `VARTrainer(...,
+        is_visualizer=dist.is_visualizer(), ...)`, whose `is_visualizer()` is `__rank == 0`; the trainer's `if ... and
+        self.is_visualizer:` tests the rank)."""
+        return self._handed("handed_rank_flags", lambda other, a: other.is_rank_condition(a), calls=True)
+
     def _handed(self, what: str, counts: Callable[[SourceFacts, ast.expr], bool],
-                worth: Callable[[SourceFacts], bool] = lambda other: True) -> Set[str]:
+                worth: Callable[[SourceFacts], bool] = lambda other: True, calls: bool = False) -> Set[str]:
         """The parameters (and the attributes ``__init__`` keeps them in) that callers in other files fill with an
         argument ``counts`` accepts; none outside a project (asked for every name while the file is indexed: no new
         set each time)."""
@@ -1029,10 +1036,9 @@ class SourceFacts:
                 if fn is None:
                     continue
                 params = [a.arg for a in (fn.args.posonlyargs + fn.args.args)[skip:]]
-                handed = [params[i] for i, a in enumerate(call.args[:len(params)])
-                          if isinstance(a, (ast.Name, ast.Attribute)) and counts(other, a)]
-                handed += [kw.arg for kw in call.keywords if kw.arg
-                           and isinstance(kw.value, (ast.Name, ast.Attribute)) and counts(other, kw.value)]
+                kinds = (ast.Name, ast.Attribute, ast.Call) if calls else (ast.Name, ast.Attribute)
+                handed = [params[i] for i, a in enumerate(call.args[:len(params)]) if isinstance(a, kinds) and counts(other, a)]
+                handed += [kw.arg for kw in call.keywords if kw.arg and isinstance(kw.value, kinds) and counts(other, kw.value)]
                 out.update(handed)
                 for node in walk_local(fn):
                     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in handed:
@@ -1155,7 +1161,7 @@ class SourceFacts:
         if isinstance(node, (ast.Name, ast.Attribute)):
             name = dotted(node)
             return name in self.rank_flags or _is_main_flag_name(name) or \
-                (name in self.rank_values and isinstance(node, ast.Name))
+                (name in self.rank_values and isinstance(node, ast.Name)) or name in self._handed_rank_flags()
         if isinstance(node, ast.Call):
             recv, name = call_name(node)
             if name in self._returns_flag or _is_main_flag_name(name):
@@ -1291,6 +1297,14 @@ class SourceFacts:
             elif name == "save_model":
                 if "trainer" in low and not self._hf_trainer_runs_ddp():
                     return Site(line, label)
+            elif name == "push_to_hub":
+                # an HF Trainer's push_to_hub() saves the model first, as save_model() does: under DeepSpeed ZeRO-3
+                # or FSDP an all-gather of the shards (alignment-handbook issue 59, collected blind in stop 45: under
+                # `if accelerator.is_main_process:`, rank 0 in an ALLGATHER, the others in wait_for_everyone()).
+                # A model's or a tokenizer's own push_to_hub() uploads what this rank holds
+                if re.search(r"(^|_|\.)trainer$", low) and not self._hf_trainer_runs_ddp():
+                    return Site(line, f"{label} (which saves the model first, as Trainer.save_model() does: under "
+                                      f"DeepSpeed ZeRO-3 or FSDP an all-gather of the shards)", kind="gathers shards")
             elif name == "synchronize":
                 if low.endswith("comm"):
                     return Site(line, label)

@@ -5254,3 +5254,65 @@ def test_deleting_old_checkpoints_and_hard_link_copies_are_no_long_work() -> Non
     assert found(src) == []
     # a real copy of the checkpoint (no --link) is long work
     assert found(src.replace('"--link", ', "")) == [(13, "rank0-long-work-before-collective")]
+
+
+def test_a_rank_test_handed_to_a_class_as_a_flag(tmp_path: Path) -> None:
+    """VAR (collected blind in stop 45, missed): train.py hands ``is_visualizer=dist.is_visualizer()`` (its own
+    ``dist.py``: ``return __rank == 0``) to ``VARTrainer``, which keeps it as ``self.is_visualizer``; the
+    ``dist.allreduce(...)`` under ``if ... and self.is_visualizer:`` is rank 0's alone."""
+    files = {
+        "train.py": """\
+            import dist
+            from trainer import VARTrainer
+            trainer = VARTrainer(model, is_visualizer=dist.is_visualizer())
+            for it in range(100):
+                trainer.train_step(it)
+            """,
+        "dist.py": """\
+            import torch.distributed as tdist
+            __rank = 0
+            def initialize():
+                global __rank
+                __rank = tdist.get_rank()
+            def is_visualizer():
+                return __rank == 0
+            def allreduce(t):
+                tdist.all_reduce(t)
+            """,
+        "trainer.py": """\
+            import dist
+            class VARTrainer:
+                def __init__(self, model, is_visualizer):
+                    self.model = model
+                    self.is_visualizer = is_visualizer
+                def train_step(self, it):
+                    counts = self.model(it)
+                    if it % 500 == 0 and self.is_visualizer:
+                        dist.allreduce(counts)
+            """,
+    }
+    script = _project(tmp_path, files)
+    hits = [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([script]).findings]
+    assert hits == [("trainer.py", 9, "collective-in-rank-branch")]
+    # a flag the caller sets alike on every rank says nothing of the rank
+    (tmp_path / "train.py").write_text(textwrap.dedent(files["train.py"]).replace("dist.is_visualizer()", "args.vis"))
+    assert [f for f in lint_paths([script]).findings if f.rule.value == "collective-in-rank-branch"] == []
+
+
+def test_an_hf_trainers_push_to_hub_on_the_main_process_only() -> None:
+    # alignment-handbook issue 59 (collected blind in stop 45): Trainer.push_to_hub() saves the model first, an
+    # all-gather of the shards under ZeRO-3, while the others wait in wait_for_everyone()
+    src = textwrap.dedent("""\
+        from accelerate import Accelerator
+        from transformers import HfArgumentParser, Trainer
+        accelerator = Accelerator()
+        trainer = Trainer(model=model, args=training_args)
+        trainer.train()
+        if accelerator.is_main_process:
+            trainer.push_to_hub()
+        accelerator.wait_for_everyone()
+        """)
+    hits = [(f.line, f.rule.value) for f in lint_source(src)]
+    assert hits == [(7, "collective-in-rank-branch")]
+    # a model's own push_to_hub uploads what this rank holds: long work, not a collective
+    assert (7, "collective-in-rank-branch") not in found(src.replace("trainer.push_to_hub()", "model.push_to_hub(repo)"))
