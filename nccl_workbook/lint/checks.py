@@ -1179,6 +1179,22 @@ class _RankWalk:
             return
         start = after if after is not None else (fn.body[-1] if fn is not None else stmts[-1])
         if _trains_next(f, start) or _in_step_loop(f, stmts[0]):
+            # mid-training the broadcast pairs with the others' next forward, unless another collective comes first
+            # on them (icefall's CLAP fine-tuning, collected blind in stop 45: rank 0's validation with the DDP
+            # model, the others at the top of the next pass in an all-reduce of the batch size)
+            nxt = _collective_before_a_step(f, start, names)
+            if nxt is None:
+                return
+            self.out.append(RawFinding(
+                Rule.COLLECTIVE_IN_RANK_BRANCH, fwd.line,
+                f"{fwd.label} runs only {_where_text(where)}: at the first forward after a training step DDP "
+                f"broadcasts the model's buffers from rank 0 (a mask, BatchNorm statistics, position ids; "
+                f"`broadcast_buffers=True` is the default), and the other ranks meet that broadcast with their next "
+                f"collective, {nxt.label} at {nxt.at}, a different one",
+                why="rank 0's broadcast pairs with the others' other collective: a desync, then a hang until the "
+                    "process-group timeout",
+                fix=("evaluate the model DDP wraps (`model.module(x)`) on that rank, or evaluate on every rank; or wrap "
+                     "with `DistributedDataParallel(..., broadcast_buffers=False)` when the buffers need no syncing")))
             return
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, fwd.line,
@@ -1759,6 +1775,38 @@ def _in_step_loop(f: SourceFacts, stmt: ast.AST, depth: int = 2) -> bool:
         return False
     callers = _callers_everywhere(f, fn)
     return bool(callers) and all(_in_step_loop(other, s, depth - 1) for other, s in callers)
+
+
+def _collective_before_a_step(f: SourceFacts, stmt: ast.AST, names: set[str]) -> Site | None:
+    """The collective the other ranks reach next after ``stmt`` (in the rest of the pass, else from the top of the
+    loop's next pass), when it comes before any forward of the DDP-wrapped model (``names``) and is not a training
+    step's backward: what a rank-only DDP forward's buffer broadcast would pair with. None when a forward or a
+    backward comes first, or nothing is found in the function."""
+    def first(later: ast.stmt) -> Site | None | bool:
+        site = f.first_collective(later)
+        fwd = _ddp_forward(f, [later], names)
+        if fwd is not None and (site is None or fwd.line <= site.line):
+            return False
+        if site is None:
+            return None
+        return False if "backward" in site.label or "gradient all-reduce" in site.label else site
+    node = stmt
+    while id(node) in f.parents:
+        block, i, owner = f.parents[id(node)]
+        for later in block[i + 1:]:
+            got = first(later)
+            if got is not None:
+                return got or None
+        if isinstance(owner, (ast.For, ast.AsyncFor, ast.While)) and block is owner.body:
+            for later in owner.body[:i + 1]:   # the next pass, up to where this one left
+                got = first(later)
+                if got is not None:
+                    return got or None
+            return None
+        if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            return None
+        node = owner
+    return None
 
 
 def _trains_next(f: SourceFacts, stmt: ast.AST, depth: int = 2) -> bool:

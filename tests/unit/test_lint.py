@@ -2708,6 +2708,14 @@ def test_a_rank0_ddp_forward_every_n_steps_is_not_the_last_step() -> None:
     per_epoch = src.replace("            if it % 1000 == 0 and rank == 0:\n                do_evaluation(model, val_loader)\n",
                             "        if rank == 0:\n            do_evaluation(model, val_loader)\n")
     assert (12, "collective-in-rank-branch") in found(per_epoch)
+    # icefall's CLAP fine-tuning (collected blind in stop 45): the others' next pass starts with an all-reduce of the
+    # batch size, which rank 0's buffer broadcast meets instead (measured with gloo on torch 2.13: the run with the
+    # forward first finishes, the one with the all-reduce first times out)
+    first = src.replace("            model(x).sum().backward()\n",
+                        "            n = torch.tensor([len(x)])\n            torch.distributed.all_reduce(n)\n"
+                        "            model(x).sum().backward()\n")
+    (f,) = [f for f in lint_source(first) if f.rule.value == "collective-in-rank-branch"]
+    assert f.line == 14 and "torch.distributed.all_reduce() at line 11" in f.message
 
 
 def test_a_batch_moved_to_the_rank_s_device_and_small_rank0_writes() -> None:
