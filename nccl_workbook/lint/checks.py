@@ -1782,7 +1782,7 @@ def _collective_before_a_step(f: SourceFacts, stmt: ast.AST, names: set[str]) ->
     loop's next pass), when it comes before any forward of the DDP-wrapped model (``names``) and is not a training
     step's backward: what a rank-only DDP forward's buffer broadcast would pair with. None when a forward or a
     backward comes first, or nothing is found in the function."""
-    def first(later: ast.stmt) -> Site | None | bool:
+    def first(later: ast.stmt) -> Site | None | bool:   # the collective; False: a step comes first; None: nothing
         site = f.first_collective(later)
         fwd = _ddp_forward(f, [later], names)
         if fwd is not None and (site is None or fwd.line <= site.line):

@@ -370,15 +370,14 @@ def _light_call(call: ast.Call) -> bool:
     if name in ("system", "run", "call", "check_call", "check_output") and recv in ("os", "subprocess") and call.args:
         # CLAP's `os.system(f"aws s3 cp .../sizes.json ./json_files/.../sizes.json")`: a shell command that moves
         # only small files
-        text = "".join(c.value for c in ast.walk(call.args[0])   # in order: the f-string's parts joined
-                       if isinstance(c, ast.Constant) and isinstance(c.value, str))
+        parts = [c.value for c in ast.walk(call.args[0]) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+        text = "".join(parts)   # in order: the f-string's parts joined
         files = re.findall(r"\.(\w+)(?=[\s'\"]|$)", text)
-        words = " ".join(c.value for c in ast.walk(call.args[0])
-                         if isinstance(c, ast.Constant) and isinstance(c.value, str)).split()
+        words = " ".join(parts).split()   # (a command given as a list: its arguments)
         if words[:1] == ["cp"] and any(w == "--link" or re.fullmatch(r"-[a-zA-Z]*l[a-zA-Z]*", w) for w in words):
             return True   # DINOv3's keep_checkpoint_copy: `cp --recursive --link src dst`, hard links, no data copied
         return bool(files) and all(f".{ext.lower()}" in (*_SMALL_DOWNLOAD, ".csv") for ext in files)
-    if name in ("rmtree", "unlink", "rmdir", "removedirs") or name == "remove" and recv in ("os", "shutil"):
+    if name in ("rmtree", "unlink", "rmdir", "removedirs") or name == "remove" and recv == "os":
         return True   # a deletion (DINOv3's keep_last_n_checkpoints: `shutil.rmtree` of the old ones), as the names
         # that say they delete (`clean_last_n_checkpoints`) are no long work
     if name in ("copy", "copyfile", "copy2") and recv == "shutil" and call.args \
@@ -1037,8 +1036,10 @@ class SourceFacts:
                     continue
                 params = [a.arg for a in (fn.args.posonlyargs + fn.args.args)[skip:]]
                 kinds = (ast.Name, ast.Attribute, ast.Call) if calls else (ast.Name, ast.Attribute)
-                handed = [params[i] for i, a in enumerate(call.args[:len(params)]) if isinstance(a, kinds) and counts(other, a)]
-                handed += [kw.arg for kw in call.keywords if kw.arg and isinstance(kw.value, kinds) and counts(other, kw.value)]
+                handed = [params[i] for i, a in enumerate(call.args[:len(params)])
+                          if isinstance(a, kinds) and counts(other, a)]
+                handed += [kw.arg for kw in call.keywords
+                           if kw.arg and isinstance(kw.value, kinds) and counts(other, kw.value)]
                 out.update(handed)
                 for node in walk_local(fn):
                     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in handed:
