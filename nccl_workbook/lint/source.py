@@ -125,6 +125,9 @@ _NOT_A_MODEL = re.compile(r"(?i)optim|sched|loader|data|sampler|^lr|^_$")
 #: words that say a script may run sharded under Accelerate (its launch config can also say so)
 _MAY_SHARD = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|zero_?stage|zero3|automatic_checkpoint_naming|"
                         r"DistributedType|megatron", re.IGNORECASE)
+#: a pipeline stage's flag (Megatron-LM's `pre_process`, `post_process`, `mtp_process`): handed to a model, it names the
+#: stage, and the collectives under it are over groups within the stages that hold it
+_STAGE_FLAG = re.compile(r"(?i)(^|[._])(pre|post|mtp)_process|stage|pipeline|model_parallel")
 #: ... but not automatic checkpoint naming turned off (AudioLDM's Tango)
 _NAMING_OFF = re.compile(r"automatic_checkpoint_naming\s*=\s*False")
 #: a function that runs one training step (or epoch): a call of it reaches the step's collectives
@@ -1009,7 +1012,8 @@ class SourceFacts:
         """... that a caller fills with a test true on some ranks only, a call too (VAR: `VARTrainer(...,
         is_visualizer=dist.is_visualizer(), ...)`, whose `is_visualizer()` is `__rank == 0`; the trainer's `if ... and
         self.is_visualizer:` tests the rank)."""
-        return self._handed("handed_rank_flags", lambda other, a: other.is_rank_condition(a), calls=True)
+        return self._handed("handed_rank_flags", lambda other, a: other.is_rank_condition(a)
+                            and not _STAGE_FLAG.search(ast.unparse(a)), calls=True)
 
     def _handed(self, what: str, counts: Callable[[SourceFacts, ast.expr], bool],
                 worth: Callable[[SourceFacts], bool] = lambda other: True, calls: bool = False) -> Set[str]:
