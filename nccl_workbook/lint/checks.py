@@ -1178,6 +1178,7 @@ class _RankWalk:
         if fwd is None or any(o.line == fwd.line and o.rule is Rule.COLLECTIVE_IN_RANK_BRANCH for o in self.out):
             return
         start = after if after is not None else (fn.body[-1] if fn is not None else stmts[-1])
+        nxt: Site | None = None
         if _trains_next(f, start) or _in_step_loop(f, stmts[0]):
             # mid-training the broadcast pairs with the others' next forward, unless another collective comes first
             # on them (icefall's CLAP fine-tuning, collected blind in stop 45: rank 0's validation with the DDP
@@ -1185,25 +1186,18 @@ class _RankWalk:
             nxt = _collective_before_a_step(f, start, names)
             if nxt is None:
                 return
-            self.out.append(RawFinding(
-                Rule.COLLECTIVE_IN_RANK_BRANCH, fwd.line,
-                f"{fwd.label} runs only {_where_text(where)}: at the first forward after a training step DDP "
-                f"broadcasts the model's buffers from rank 0 (a mask, BatchNorm statistics, position ids; "
-                f"`broadcast_buffers=True` is the default), and the other ranks meet that broadcast with their next "
-                f"collective, {nxt.label} at {nxt.at}, a different one",
-                why="rank 0's broadcast pairs with the others' other collective: a desync, then a hang until the "
-                    "process-group timeout",
-                fix=("evaluate the model DDP wraps (`model.module(x)`) on that rank, or evaluate on every rank; or wrap "
-                     "with `DistributedDataParallel(..., broadcast_buffers=False)` when the buffers need no syncing")))
-            return
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, fwd.line,
-            f"{fwd.label} runs only {_where_text(where)}, and the other ranks train no further step after it: at the first "
-            f"forward after a training step DDP broadcasts the model's buffers from rank 0 (a mask, BatchNorm "
-            f"statistics, position ids; `broadcast_buffers=True` is the default), a broadcast no other rank joins "
-            f"here",
-            why=("rank 0 waits in it until the process-group timeout (mid-training the same forward pairs with the "
-                 "others' next one, which is why only the last evaluation hangs)"),
+            f"{fwd.label} runs only {_where_text(where)}"
+            + ("" if nxt else ", and the other ranks train no further step after it")
+            + ": at the first forward after a training step DDP broadcasts the model's buffers from rank 0 (a mask, "
+              "BatchNorm statistics, position ids; `broadcast_buffers=True` is the default), "
+            + (f"and the other ranks meet that broadcast with their next collective, {nxt.label} at {nxt.at}, a "
+               f"different one" if nxt else "a broadcast no other rank joins here"),
+            why=("rank 0's broadcast pairs with the others' other collective: a desync, then a hang until the "
+                 "process-group timeout" if nxt else
+                 "rank 0 waits in it until the process-group timeout (mid-training the same forward pairs with the "
+                 "others' next one when that is their next collective, which is why only the last evaluation hangs)"),
             fix=("evaluate the model DDP wraps (`model.module(x)`) on that rank, or evaluate on every rank; or wrap "
                  "with `DistributedDataParallel(..., broadcast_buffers=False)` when the buffers need no syncing")))
 
