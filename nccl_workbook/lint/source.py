@@ -123,13 +123,12 @@ _CPU_BARRIER = re.compile(r"\b(multiprocessing|threading|mp|ctx|manager)\.Barrie
 #: names of what a sharding call hands back beside the model
 _NOT_A_MODEL = re.compile(r"(?i)optim|sched|loader|data|sampler|^lr|^_$")
 #: words that say a script may run sharded under Accelerate (its launch config can also say so)
-_MAY_SHARD = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|zero_?stage|zero3|automatic_checkpoint_naming|"
-                        r"DistributedType|megatron", re.IGNORECASE)
+#: (not automatic checkpoint naming turned off: AudioLDM's Tango)
+_MAY_SHARD = re.compile(r"deepspeed|fsdp|FullyShardedDataParallel|zero_?stage|zero3|"
+                        r"automatic_checkpoint_naming(?!\s*=\s*False)|DistributedType|megatron", re.IGNORECASE)
 #: a pipeline stage's flag (Megatron-LM's `pre_process`, `post_process`, `mtp_process`): handed to a model, it names the
 #: stage, and the collectives under it are over groups within the stages that hold it
 _STAGE_FLAG = re.compile(r"(?i)(^|[._])(pre|post|mtp)_process|stage|pipeline|model_parallel")
-#: ... but not automatic checkpoint naming turned off (AudioLDM's Tango)
-_NAMING_OFF = re.compile(r"automatic_checkpoint_naming\s*=\s*False")
 #: a function that runs one training step (or epoch): a call of it reaches the step's collectives
 STEP_NAME = re.compile(r"(^|_)(train_step|training_step|train_one_epoch|train_epoch|train_batch|forward_backward|"
                        r"run_step|step_fn)$")
@@ -798,8 +797,7 @@ class SourceFacts:
             tree = ast.parse(text, filename=path)
         number_nodes(tree)
         facts = cls(tree, path)
-        facts.may_shard = bool(_MAY_SHARD.search(_NAMING_OFF.sub("", text) if "automatic_checkpoint_naming" in text
-                                                 else text))
+        facts.may_shard = bool(_MAY_SHARD.search(text))
         facts.big_model = bool(_BIG_MODEL.search(text))
         facts.big_model_named = facts.big_model and bool(_BIG_MODEL_NAMED.search(text))
         facts.shard_modes = frozenset(m for m, words in SHARDING_MODES.items() if facts.big_model and words.search(text))
