@@ -3240,20 +3240,29 @@ def check_main_first(f: SourceFacts) -> list[RawFinding]:
     """``rank0-long-work-before-collective`` for a dataset pass spread over worker processes (``num_proc=``)
     inside a main-process-first block: the main process maps or filters the whole data set while every other
     rank waits in the block's barrier (distil-whisper's log-mel features, nanotron's tokenization, whose
-    authors' comments say it may time out). A block that loads or maps a small data set in one process
-    (Accelerate's GLUE examples) is not reported: a static reading cannot tell the data set's size, and
-    ``num_proc`` says it was large enough to parallelise."""
+    authors' comments say it may time out). The block is a context manager, or written out as two barriers on
+    opposite ranks around the pass (LongLoRA's ``if rank > 0: barrier()``, the RedPajama sample tokenized with
+    ``num_proc=128``, ``if rank == 0: barrier()``: issue 45, blind collection of stop 46). A block that loads or
+    maps a small data set in one process (Accelerate's GLUE examples) is not reported: a static reading cannot
+    tell the data set's size, and ``num_proc`` says it was large enough to parallelise."""
     if _budgeted(f):
         return []   # (parler-tts: a 120-minute group timeout covers its preprocessing)
     out: list[RawFinding] = []
     for node in f.nodes:
-        if not isinstance(node, (ast.With, ast.AsyncWith)):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            ctx = next((i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)
+                        and _MAIN_FIRST.match(call_name(i.context_expr)[1])), None)
+            if ctx is None:
+                continue
+            body, block = node.body, f"inside `{dotted(ctx.func)}()` (line {node.lineno})"
+        elif isinstance(node, ast.If) and (closing := _closing_barrier(f, node)) is not None:
+            block_of, i, _owner = f.parents[id(node)]
+            body = block_of[i + 1:block_of.index(closing)]
+            block = f"between the barriers the other ranks wait in first (line {node.lineno}) and it waits in " \
+                    f"after (line {closing.lineno})"
+        else:
             continue
-        ctx = next((i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)
-                    and _MAIN_FIRST.match(call_name(i.context_expr)[1])), None)
-        if ctx is None:
-            continue
-        call = min((c for s in node.body for c in walk_local(s) if isinstance(c, ast.Call) and any(
+        call = min((c for s in body for c in walk_local(s) if isinstance(c, ast.Call) and any(
             kw.arg and "num_proc" in kw.arg and _const(kw.value) not in (None, 0, 1) for kw in c.keywords)),
                    key=lambda c: c.lineno, default=None)
         if call is None:
@@ -3261,13 +3270,31 @@ def check_main_first(f: SourceFacts) -> list[RawFinding]:
         label = f"{dotted(call.func)}()"
         out.append(RawFinding(
             Rule.RANK0_LONG_WORK, call.lineno,
-            f"{label} (a pass over the data set in worker processes) runs first on the main process inside "
-            f"`{dotted(ctx.func)}()` (line {node.lineno})",
+            f"{label} (a pass over the data set in worker processes) runs first on the main process {block}",
             why="the other ranks sit in its barrier, with the process-group timeout running, for as long as the "
                 "pass takes; a large data set's preprocessing can outlast it",
             fix="preprocess once before the training job (the `datasets` cache on shared storage), or let the others "
                 "wait on a side group with a long timeout: `nccl_workbook.fixes.wait_for_main(fn)`"))
     return out
+
+
+def _closing_barrier(f: SourceFacts, stmt: ast.If) -> ast.If | None:
+    """For ``if <not the main rank>: barrier()``, the ``if <the main rank>: barrier()`` below it in the same block
+    (the opposite ranks), or None: the main process runs what lies between first, the others after."""
+    def lone_barrier(node: ast.stmt) -> bool:
+        return isinstance(node, ast.If) and not node.orelse and len(node.body) == 1 \
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Call) \
+            and call_name(node.body[0].value)[1].endswith("barrier")
+    if not lone_barrier(stmt) or id(stmt) not in f.parents:
+        return None
+    mine = _ranks_where(f, stmt.test)
+    if mine is None or 0 in mine[1]:
+        return None
+    block, i, _owner = f.parents[id(stmt)]
+    for later in block[i + 1:]:
+        if isinstance(later, ast.If) and lone_barrier(later) and _complementary(mine, _ranks_where(f, later.test)):
+            return later
+    return None
 
 
 def _under_join(f: SourceFacts, stmt: ast.AST) -> bool:
@@ -4141,11 +4168,58 @@ def _pg_timeout(f: SourceFacts) -> tuple[float | None, str]:
             found = other.memo[key]   # type: ignore[assignment]
             if found is not None:
                 break
+    if found is None and not _creates_group(f):   # the framework that creates it
+        found = _framework_timeout(f)
     if found is None and backend == "nccl" and _calls_init_distributed(f):   # DeepSpeed's own default
         found = (DEEPSPEED_DEFAULT_PG_TIMEOUT_S, "DeepSpeed's default process-group timeout")
-    result = found or (DEFAULT_PG_TIMEOUT_S[backend], f"the default {backend.upper()} process-group timeout")
+    result = found or (DEFAULT_PG_TIMEOUT_S[backend], "the default process-group timeout of `init_process_group()` "
+                       "without a backend" if backend == "undefined" else
+                       f"the default {backend.upper()} process-group timeout")
     f.memo[("pg_timeout", "")] = result
     return result
+
+
+#: the arguments of transformers' Trainer (TRL's trainers' configs are its subclasses): the group they create gets
+#: ``ddp_timeout`` (1800 s unless set), passed to ``init_process_group`` and to DeepSpeed's ``init_distributed``
+_HF_TRAINING_ARGS = re.compile(r"^(transformers|trl)\b.*\.(\w*TrainingArguments|(SFT|DPO|ORPO|KTO|CPO|GRPO|Reward|PRM|"
+                               r"GKD|RLOO|BCO|OnlineDPO)Config)$")
+
+#: transformers' ``TrainingArguments.ddp_timeout`` default, and Lightning's strategies' ``timeout`` default
+#: (``lightning.fabric.plugins.collectives.torch_collective.default_pg_timeout``: torch's 30-min constant, passed
+#: for NCCL too). Accelerate's own default follows torch's (10 min for NCCL, 30 for the others).
+FRAMEWORK_DEFAULT_PG_TIMEOUT_S = 1800.0
+
+
+def _creates_group(f: SourceFacts) -> bool:
+    """Does the script, or a local file it imports, create the process group itself (``init_process_group``,
+    DeepSpeed's ``init_distributed``)? Then a framework's default timeout does not apply: it finds the group made."""
+    def creates(facts: SourceFacts) -> bool:
+        key = ("creates_group", "")
+        if key not in facts.memo:
+            facts.memo[key] = any(isinstance(n, ast.Call) and call_name(n)[1] in ("init_process_group",
+                                                                                  "init_distributed")
+                                  for n in facts.nodes)
+        return bool(facts.memo[key])
+    return creates(f) or any(creates(other) for other in f.local_modules())
+
+
+def _framework_timeout(f: SourceFacts) -> tuple[float | None, str] | None:
+    """The timeout of the group a framework creates for the script: the HF Trainer's ``ddp_timeout`` (the value a
+    call of the file passes, or its 30-min default; the llm-sagemaker sample's merge timed out at 1800 s, blind
+    collection of stop 46), or Lightning's 30-min default; None when the file uses neither."""
+    for facts in (f, *f.local_modules()):
+        if any(_HF_TRAINING_ARGS.match(m) for m in facts.modules.values()):
+            for other in (f, *f.local_modules()):
+                for n in other.nodes:
+                    if isinstance(n, ast.Call):
+                        for kw in n.keywords:
+                            if kw.arg == "ddp_timeout":
+                                where = f"line {n.lineno}" if other is f else f"{Path(other.path).name}:{n.lineno}"
+                                return other.seconds(kw.value), f"`ddp_timeout=...` at {where}"
+            return FRAMEWORK_DEFAULT_PG_TIMEOUT_S, "the HF Trainer's default `ddp_timeout`"
+    if f._uses_lightning() or any(o._uses_lightning() for o in f.local_modules()):
+        return FRAMEWORK_DEFAULT_PG_TIMEOUT_S, "Lightning's default process-group timeout"
+    return None
 
 
 def _calls_init_distributed(f: SourceFacts) -> bool:
@@ -4172,7 +4246,8 @@ def _wait_why(f: SourceFacts) -> str:
                 break
     if how == "the default NCCL process-group timeout":
         return ""   # the rule's own sentence: 10 min by default for NCCL
-    said = how if how.startswith(("the default", "DeepSpeed's")) else f"set by {how}"
+    said = how if how.startswith(("the default", "DeepSpeed's", "the HF Trainer's default", "Lightning's")) \
+        else f"set by {how}"
     if seconds is not None:   # (a value read at run time, `timedelta(minutes=args.timeout)`: where it is set)
         said = (f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s") + f": {said}"
     return f"they wait there, with the process-group timeout running ({said}), for as long as this work takes"
@@ -4202,6 +4277,11 @@ def _pg_timeout_in(f: SourceFacts, names: tuple[str, ...],
             for a in node.args[:1]:
                 if isinstance(a, ast.Constant) and a.value == "gloo":
                     backend = "gloo"
+            # no backend and no device: torch 2.13 makes the group "undefined" (NCCL for CUDA tensors, gloo for
+            # CPU ones) and gives it the non-NCCL default, 30 min, NCCL included (`_get_default_timeout`)
+            if name == "init_process_group" and not node.args and not any(
+                    kw.arg in ("backend", "device_id") or kw.arg is None for kw in node.keywords):
+                backend = "undefined"
             for kw in node.keywords:
                 if kw.arg in ("backend", "dist_backend") and isinstance(kw.value, ast.Constant) and kw.value.value == "gloo":
                     backend = "gloo"

@@ -1634,6 +1634,23 @@ def test_a_parallel_dataset_pass_inside_main_process_first() -> None:
     assert "main_process_first()` (line 3)" in f.message and "wait_for_main" in f.fix
 
 
+def test_a_parallel_dataset_pass_between_barriers_on_opposite_ranks() -> None:
+    # LongLoRA (issue 45, blind collection of stop 46): main-process-first written out as two barriers
+    halves = HEAD + ("rank = int(os.environ.get('RANK', -1))\nif rank {}:\n    dist.barrier()\n"
+                     "ds = load_dataset('togethercomputer/RedPajama-Data-1T-Sample')\n"
+                     "ds = ds.map(tokenize, batched=True{})\nif rank {}:\n    dist.barrier()\n")
+    assert found(halves.format("> 0", ", num_proc=128", "== 0")) == [(7, "rank0-long-work-before-collective")]
+    assert found(halves.format("!= 0", ", num_proc=128", "== 0")) == [(7, "rank0-long-work-before-collective")]
+    [f] = lint_source(halves.format("> 0", ", num_proc=128", "== 0"))
+    assert "between the barriers" in f.message and "(line 4)" in f.message and "(line 8)" in f.message
+    # in one process: the size cannot be told
+    assert found(halves.format("> 0", "", "== 0")) == []
+    # the main process first waits, then the others: not the main process's work first (and the barriers pair)
+    assert found(halves.format("== 0", ", num_proc=128", "> 0")) == []
+    # the same ranks on both sides: no halves (what the lint says of barriers on some ranks is another rule's)
+    assert (7, "rank0-long-work-before-collective") not in found(halves.format("> 0", ", num_proc=128", "> 0"))
+
+
 def test_round_twenty_idioms() -> None:
     # Infinity: `self.zero` is the ZeRO stage, the same on every rank; `is_zero`/`rank_zero` are rank flags
     zero = HEAD + "if {}:\n    dist.all_reduce(t)\n"
@@ -2140,6 +2157,30 @@ def test_rank0_work_names_the_timeout_in_effect(tmp_path: Path) -> None:
             """})
     (f,) = lint_paths([script]).findings
     assert Path(f.path).name == "engine.py" and "(30 min: DeepSpeed's default process-group timeout)" in f.message
+
+
+def test_rank0_work_names_a_frameworks_timeout() -> None:
+    """A group made by the framework gets the framework's timeout: the HF Trainer's `ddp_timeout` (30 min unless
+    a call sets it; llm-sagemaker-sample's merge timed out at 1800 s, blind collection of stop 46), Lightning's 30
+    min; `init_process_group()` naming no backend gets torch's non-NCCL default, 30 min (its NCCL half too). A
+    script that makes the group itself keeps torch's default."""
+    def message(src: str) -> str:
+        (f,) = lint_source(textwrap.dedent(src).lstrip("\n"))
+        return f.message
+    body = "if rank == 0:\n    evaluate(model)\ndist.barrier()\n"
+    hf = HEAD + "from transformers import TrainingArguments\nargs = TrainingArguments(output_dir='o'{kw})\n" + body
+    assert "(30 min: the HF Trainer's default `ddp_timeout`)" in message(hf.format(kw=""))
+    assert "(40 min: set by `ddp_timeout=...` at line 4)" in message(hf.format(kw=", ddp_timeout=2400"))
+    assert "(10 min by default for NCCL)" in message(
+        hf.format(kw="").replace("args =", "dist.init_process_group('nccl')\nargs ="))
+    trl = HEAD + "from trl import SFTConfig, SFTTrainer\ncfg = SFTConfig(output_dir='o')\n" + body
+    assert "(30 min: the HF Trainer's default `ddp_timeout`)" in message(trl)
+    pl = HEAD + "import lightning as L\ntrainer = L.Trainer(strategy='ddp')\n" + body
+    assert "(30 min: Lightning's default process-group timeout)" in message(pl)
+    assert "(30 min: the default process-group timeout of `init_process_group()` without a backend)" in message(
+        HEAD + "dist.init_process_group()\n" + body)
+    assert "(10 min by default for NCCL)" in message(HEAD + "dist.init_process_group(backend='nccl')\n" + body)
+    assert "(10 min by default for NCCL)" in message(HEAD + "dist.init_process_group(**kw)\n" + body)
 
 
 def test_a_loop_bound_set_on_some_ranks_only() -> None:
