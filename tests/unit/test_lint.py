@@ -2126,6 +2126,18 @@ def test_held_out_round_24_false_reports() -> None:
         [(6, "rank0-long-work-before-collective")]   # the loop, which copies checkpoints
 
 
+def test_a_rank0_copy_of_the_data_set_to_local_scratch() -> None:
+    # Poseidon (held-out round 68, missed): local rank 0 copies a data set's file (tens of GB) to node-local scratch
+    # while the others wait in a broadcast; a copy of a configuration file, or of paths named for neither data nor a
+    # checkpoint, stays light
+    copy = HEAD + ("import shutil\nif not os.path.exists(dest_dir) and rank == 0:\n    shutil.copy({}, dest_dir)\n"
+                   "dist.broadcast_object_list([dest_dir], src=0)\n")
+    assert found(copy.format("data_dir")) == [(5, "rank0-long-work-before-collective")]
+    assert found(copy.format("self.dataset_path")) == [(5, "rank0-long-work-before-collective")]
+    assert found(copy.format("config_file")) == [] and found(copy.format("src_file")) == []
+    assert found(copy.format("args.data_config")) == []
+
+
 def test_rank0_work_names_the_timeout_in_effect(tmp_path: Path) -> None:
     """The others wait under the group's timeout: DeepSpeed's init_distributed() gives 30 min, not torch's 10;
     a timeout the script sets is named with where it is set; a file imported by the script says the script's."""
