@@ -3405,7 +3405,8 @@ def check_discarded_agreement(f: SourceFacts) -> list[RawFinding]:
             if not (isinstance(node, ast.If) and node.lineno > stmt.lineno and isinstance(
                     _exits(node.body), (ast.Break, ast.Return))):
                 continue
-            read = handed & {n.id for n in subtree(node.test) if isinstance(n, ast.Name)}
+            read = {name for name in handed & {n.id for n in subtree(node.test) if isinstance(n, ast.Name)}
+                    if _handed_back(f, stmt.value, name)}
             site = _collective_beside(f, loop, _exits(node.body)) if read else None   # type: ignore[arg-type]
             if site is None or _point_to_point(site) or _under_join(f, node):
                 continue
@@ -3421,6 +3422,31 @@ def check_discarded_agreement(f: SourceFacts) -> list[RawFinding]:
                     f" = {ast.unparse(stmt.value)}` (or decide together with `nccl_workbook.fixes.any_rank(...)`)"))
             break
     return out
+
+
+def _handed_back(f: SourceFacts, call: ast.Call, name: str) -> bool:
+    """Does the value the call is handed as ``name`` flow, through the callee's assignments, into what it returns
+    (cramming's ``communicate_flags(allowed, ok)`` returns the all-reduced flags)? rtfm's ``evaluate(model, ...,
+    step, wandb_run)`` (held-out round 68, false) takes the step for its log lines and returns the perplexity:
+    the step it was handed is no value it agrees."""
+    fn = _agreement_returned(f, call)
+    if fn is None:
+        return False
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    bound = {p for p, a in zip(params, call.args, strict=False) if isinstance(a, ast.Name) and a.id == name}
+    bound |= {kw.arg for kw in call.keywords if kw.arg in params and isinstance(kw.value, ast.Name)
+              and kw.value.id == name}
+    flows = set(bound)
+    for _ in range(3):   # (`t = torch.as_tensor([allowed, ok])`, then `flags = t.tolist()`: two steps)
+        for n in walk_local(fn):
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None \
+                    and any(isinstance(x, ast.Name) and x.id in flows for x in subtree(n.value)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                flows.update(t for tgt in targets for t in target_names(tgt))
+    return any(isinstance(n, ast.Return) and n.value is not None
+               and any(isinstance(x, ast.Name) and x.id in flows for x in subtree(n.value)) for n in walk_local(fn))
 
 
 def _agreed(f: SourceFacts, names: set[str], before: int, fn: ast.AST | None) -> bool:

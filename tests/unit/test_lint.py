@@ -3023,6 +3023,11 @@ def test_an_agreement_whose_result_is_thrown_away() -> None:
     assert "allowed, ok = communicate_flags(allowed, ok)" in f.fix
     assert lint_source(src.replace("        communicate_flags(allowed, ok)",
                                    "        allowed, ok = communicate_flags(allowed, ok)")) == []
+    # rtfm (held-out round 68, false): an evaluation handed the step for its log lines returns its own metric,
+    # not the step agreed; the `break` on the step count, the same on every rank, is no rank's own decision
+    evaluate = src.replace("t = torch.as_tensor([allowed, ok]).float()", "t = model_loss(ok)").replace(
+        "return t[0] >= 1, t[1] > 0", "log(allowed)\n    return t.item()")
+    assert lint_source(evaluate) == []
 
 
 def test_a_continue_after_the_step_skips_no_collective() -> None:
