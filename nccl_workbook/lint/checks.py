@@ -2193,12 +2193,23 @@ def _rank_and_rest(f: SourceFacts, test: ast.AST) -> tuple[ast.AST, frozenset[st
 def _negates(a: ast.AST, b: ast.AST) -> bool:
     """Is one test the other with ``not`` in front, or the same comparison turned round (``rank != master_rank``
     and ``rank == master_rank``, AQLM's master_rank_first, held-out round 46)?"""
+    def truth(t: ast.AST) -> tuple[bool, ast.AST] | None:
+        """``x is True`` / ``x == True`` -> (False, x); ``x is False`` / ``x is not True`` -> (True, x)
+        (MFTCoder's ``_goes_first``: ``if is_main is False: barrier()``, the yield, ``if is_main is True:
+        barrier()``, held-out round 69)."""
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) \
+                and isinstance(t.comparators[0], ast.Constant) and isinstance(t.comparators[0].value, bool):
+            return (t.comparators[0].value is False) != isinstance(t.ops[0], (ast.IsNot, ast.NotEq)), t.left
+        return None
+
     def bare(t: ast.AST) -> tuple[bool, str]:
+        if (found := truth(t)) is not None:
+            return found[0], ast.unparse(found[1])
         if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not):
             return True, ast.unparse(t.operand)
         return False, ast.unparse(t)
     (na, ta), (nb, tb) = bare(a), bare(b)
-    if isinstance(a, ast.Compare) and len(a.ops) == 1 and isinstance(b, ast.Compare):
+    if isinstance(a, ast.Compare) and len(a.ops) == 1 and isinstance(b, ast.Compare) and truth(a) is None:
         return ast.unparse(ast.Compare(a.left, [_INVERSE[type(a.ops[0])]()], a.comparators)) == tb
     return na != nb and ta == tb
 

@@ -348,6 +348,27 @@ def _light(site: Site) -> bool:
 #: an iterable that loads data as it is walked (walking it is the work, whatever the body does)
 _PIPELINE = re.compile(r"loader|dataset(?!_?(indices|idx|ids?|names?|keys|sizes?|lens?|splits?)\b)|dataloader|"
                        r"iterator|stream", re.IGNORECASE)   # (RDT's `zip(dataset_indices, losses)` walks numbers)
+def _a_few_picked(it: ast.AST, most: int = 16) -> bool:
+    """Does the loop walk a few items it names the count of: ``random.sample(xs, 2)``, ``range(3)``, ``xs[:4]``?"""
+    def few(x: ast.AST | None) -> bool:
+        value = _const(x) if x is not None else None
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most
+    if isinstance(it, ast.Call):
+        name = call_name(it)[1]
+        if name == "sample" and len(it.args) == 2:
+            return few(it.args[1])
+        if name in ("choices", "choice"):
+            return any(few(k.value) for k in it.keywords if k.arg in ("k", "size"))
+        if name == "range" and len(it.args) == 1:
+            return few(it.args[0])
+        if name in ("enumerate", "zip") and it.args:   # (`enumerate(random.sample(xs, 2))`)
+            return any(_a_few_picked(a, most) for a in it.args)
+    if isinstance(it, ast.Subscript) and isinstance(it.slice, ast.Slice) and it.slice.lower is None \
+            and it.slice.step is None:
+        return few(it.slice.upper)
+    return False
+
+
 #: a loop over the entries of the run's settings (``config['eval_datasets']``): a few names and paths, not data
 _SETTING_ENTRIES = re.compile(r"(self\.)?(config|cfg|conf|args|opt|opts|hparams|settings)\b\s*[\[.]")
 _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add", "pop", "format", "join", "len",
@@ -2054,6 +2075,10 @@ class SourceFacts:
                     # loop that builds a DataLoader per validation file list
                 if self._stops_after_a_few(node):
                     return None   # cryostar's preview: `num += gt_images.shape[0]; if num >= total: break`, total=25
+                if _a_few_picked(node.iter) and all(
+                        _light_call(c) for s in node.body for c in walk_local(s) if isinstance(c, ast.Call)):
+                    return None   # llm-sagemaker-sample's `for index in random.sample(range(len(train_dataset)), 2):
+                    # print(train_dataset[index]["text"])` (blind collection of stop 46, false): two items printed
                 return Site(node.lineno, f"a loop over {text[:40]}")
             return None
         if not isinstance(node, ast.Call):

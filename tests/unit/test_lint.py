@@ -2138,6 +2138,21 @@ def test_a_rank0_copy_of_the_data_set_to_local_scratch() -> None:
     assert found(copy.format("args.data_config")) == []
 
 
+def test_a_few_items_printed_on_rank0_are_no_long_work() -> None:
+    # llm-sagemaker-sample (blind collection of stop 46, false): two random samples of the data set printed on the
+    # main process before a barrier; the whole data set walked, or a count read at run time, is long work
+    show = HEAD + ("import random\nif rank == 0:\n    for index in {}:\n        print(train_dataset[index]['text'])\n"
+                   "dist.barrier()\n")
+    assert found(show.format("random.sample(range(len(train_dataset)), 2)")) == []
+    assert found(show.format("range(3)")) == [] and found(show.format("train_dataset[:4]")) == []
+    assert found(show.format("random.sample(range(len(train_dataset)), args.n)")) == \
+        [(5, "rank0-long-work-before-collective")]
+    assert found(show.format("range(len(train_dataset))")) == [(5, "rank0-long-work-before-collective")]
+    # a few items, each put through long work, are long work
+    assert found(show.format("range(3)").replace("print(train_dataset[index]['text'])", "evaluate(model, index)")) == \
+        [(6, "rank0-long-work-before-collective")]
+
+
 def test_rank0_work_names_the_timeout_in_effect(tmp_path: Path) -> None:
     """The others wait under the group's timeout: DeepSpeed's init_distributed() gives 30 min, not torch's 10;
     a timeout the script sets is named with where it is set; a file imported by the script says the script's."""
@@ -3890,6 +3905,25 @@ def test_a_master_rank_named_by_a_parameter_goes_first() -> None:
     # the second half missing: the other ranks' barrier has no partner
     assert found(src.replace("    if distributed and rank == master_rank:\n        torch.distributed.barrier()\n",
                              "")) == [(7, "collective-in-rank-branch")]
+
+
+def test_a_main_flag_compared_with_true_and_false_goes_first() -> None:
+    """MFTCoder (held-out round 69, two false reports at the blind run): ``_goes_first(is_main)`` tests ``is_main is
+    False`` before the yield and ``is_main is True`` after it: every rank calls one barrier."""
+    src = textwrap.dedent("""\
+        import torch
+        def wait_for_everyone():
+            torch.distributed.barrier()
+        def _goes_first(is_main):
+            if is_main is False:
+                wait_for_everyone()
+            yield
+            if is_main {} True:
+                wait_for_everyone()
+        """)
+    assert found(src.format("is")) == [] and found(src.format("==")) == []
+    # the same side twice: the other ranks' barrier has no partner
+    assert (6, "collective-in-rank-branch") in found(src.format("is not"))
 
 
 def test_accelerate_s_sync_gradients_is_alike_on_every_rank() -> None:
