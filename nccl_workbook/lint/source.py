@@ -2698,6 +2698,26 @@ class SourceFacts:
         return None
 
     # -- constants --------------------------------------------------------------------------------------
+    def field_defaults(self, name: str) -> list[ast.AST]:
+        """The constant defaults of the fields called ``name`` in this file's classes: ``name: int = 120``,
+        ``name: int = field(default=120)``, ``name = 120`` in a class body."""
+        key = ("field_defaults", name)
+        if key not in self.memo:
+            out: list[ast.AST] = []
+            for cls in (n for n in self.nodes if isinstance(n, ast.ClassDef)):
+                for stmt in cls.body:
+                    target = stmt.target if isinstance(stmt, ast.AnnAssign) else stmt.targets[0] \
+                        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+                    if not (isinstance(target, ast.Name) and target.id == name and stmt.value is not None):
+                        continue
+                    value = stmt.value
+                    if isinstance(value, ast.Call) and call_name(value)[1] == "field":
+                        value = next((k.value for k in value.keywords if k.arg == "default"), None)
+                    if value is not None and isinstance(_const(value), (int, float)):
+                        out.append(value)
+            self.memo[key] = out
+        return self.memo[key]   # type: ignore[return-value]
+
     def seconds(self, node: ast.AST, _depth: int = 0) -> float | None:
         """The number of seconds an expression evaluates to, when it can be read from the file."""
         if _depth > 5:
@@ -2751,6 +2771,15 @@ class SourceFacts:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
                 node.attr in self.argparse_defaults and node.value.id in ("args", "opt", "opts", "cfg", "config", "hparams"):
             return self.seconds(self.argparse_defaults[node.attr], _depth + 1)
+        if isinstance(node, ast.Attribute):
+            # a field of a settings class of the project, with its default (open-instruct's
+            # `timedelta(minutes=args.backend_timeout)`, `backend_timeout: int = 120` in grpo_utils.py's dataclass;
+            # blind collection of stop 46): one value wherever the name is a field
+            found = {ast.dump(d) for facts in (self, *self.local_modules()) for d in facts.field_defaults(node.attr)}
+            if len(found) == 1:
+                facts_default = next(d for facts in (self, *self.local_modules())
+                                     for d in facts.field_defaults(node.attr))
+                return self.seconds(facts_default, _depth + 1)
         if isinstance(node, ast.Name):
             values = [n.value for n in self.nodes if isinstance(n, ast.Assign)
                       and any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]

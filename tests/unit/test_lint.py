@@ -2210,6 +2210,29 @@ def test_rank0_work_names_a_frameworks_timeout() -> None:
     assert "(10 min by default for NCCL)" in message(HEAD + "dist.init_process_group(**kw)\n" + body)
 
 
+def test_a_timeout_read_from_a_settings_field_default() -> None:
+    """open-instruct (blind collection of stop 46, three false reports): `timedelta(minutes=args.backend_timeout)`,
+    whose dataclass field defaults to 120: a budget of two hours covers the rank-0 saves."""
+    src = HEAD + textwrap.dedent("""\
+        from dataclasses import dataclass, field
+        from datetime import timedelta
+        @dataclass
+        class Args:
+            backend_timeout: int = {}
+        def main(args):
+            dist.init_process_group('nccl', timeout=timedelta(minutes=args.backend_timeout))
+            if dist.get_rank() == 0:
+                evaluate(model)
+            dist.barrier()
+        """)
+    assert found(src.format("120")) == [] and found(src.format("field(default=120)")) == []
+    (f,) = lint_source(src.format("20"))
+    assert "(20 min: set by `init_process_group(timeout=...)` at line 9)" in f.message
+    # two fields of that name with different defaults: the value is not known
+    (f,) = lint_source(src.format("120\nclass Other:\n    backend_timeout: int = 5"))
+    assert "(set by `init_process_group(timeout=...)`" in f.message
+
+
 def test_a_loop_bound_set_on_some_ranks_only() -> None:
     """YOLOP (held-out round 24, missed blind): the resume epoch is read from the checkpoint on rank 0 only, so
     rank 0 runs fewer epochs of the training loop than the others, which then wait in its DDP backward."""
