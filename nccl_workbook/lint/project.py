@@ -20,6 +20,7 @@ Usage::
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,16 @@ _LIBRARIES = frozenset(sys.stdlib_module_names) | {
     "fairscale", "jax", "tensorflow", "mpi4py", "ray", "vllm", "xformers", "flash_attn"}
 
 
+#: folders of a project's run configurations (Hydra's, OmegaConf's), looked for beside and above a script
+_CONFIG_DIRS = ("configs", "config", "conf", "cfg", "cfgs")
+#: a class or function a configuration names for ``hydra.utils.instantiate`` (``_target_:``) or for the latent-diffusion
+#: family's ``instantiate_from_config`` (``target:``)
+_TARGET = re.compile(r"^\s*-?\s*_?target_?\s*:\s*['\"]?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)['\"]?\s*(?:#.*)?$", re.M)
+#: at most this many configuration files are read per script, each at most this many bytes
+MAX_CONFIG_FILES = 400
+MAX_CONFIG_BYTES = 256_000
+
+
 class Project:
     """Parsed files by path, and module names resolved to them (see the module docstring)."""
 
@@ -60,6 +71,7 @@ class Project:
         self._parents: dict[Path, Path] = {}
         self._additions: dict[Path, list[Path]] = {}
         self._class_index: tuple[int, dict[str, list[SourceFacts]]] | None = None
+        self._targets: dict[Path, list[str]] = {}
 
     def facts(self, path: Path, text: str | None = None) -> SourceFacts | None:
         """The facts of one file, parsed once (None when it cannot be read or parsed). A ``SyntaxError``
@@ -83,6 +95,37 @@ class Project:
             facts.project = self
         self._facts[key] = facts
         return facts
+
+    def config_targets(self, script: Path) -> list[str]:
+        """The modules the run configurations of the script's project name as what to build (bio-diffusion's
+        ``_target_: src.models.qm9_mol_gen_ddpm.QM9MoleculeGenerationDDPM``, whose ``training_step`` the script
+        never imports: blind collection of stop 46): the dotted name without its last part, in the order found.
+        The configuration folders are looked for beside the script and up to :data:`LEVELS_UP` folders above it."""
+        key = script.resolve().parent
+        if key in self._targets:
+            return self._targets[key]
+        found: list[str] = []
+        files: list[Path] = []
+        for folder in [key, *key.parents][:LEVELS_UP + 1]:
+            for name in _CONFIG_DIRS:
+                where = folder / name
+                if where.is_dir() and not any(p in _NEVER for p in where.parts):
+                    files += sorted(p for p in where.rglob("*") if p.suffix in (".yaml", ".yml"))
+            if len(files) >= MAX_CONFIG_FILES:
+                break
+        for path in files[:MAX_CONFIG_FILES]:
+            try:
+                if path.stat().st_size > MAX_CONFIG_BYTES:
+                    continue
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            for target in _TARGET.findall(text):
+                module = target.rsplit(".", 1)[0]
+                if module.split(".")[0] not in _LIBRARIES and module not in found:
+                    found.append(module)
+        self._targets[key] = found
+        return found
 
     def include(self, paths: list[Path]) -> None:
         """Report the findings of these files too (the local files a script imports, see

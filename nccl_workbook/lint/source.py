@@ -437,6 +437,8 @@ _TEXT_FILE = (".json", ".yaml", ".yml", ".txt", ".csv", ".md", ".log")
 #: a variable named for a data set's files or a node's scratch space (a copy there moves the training data)
 _DATA_PATH = re.compile(r"(?i)^(data|dataset|scratch|local_scratch|shard)s?(_(dir|path|file|root))?$|^(dest|src|dst)_"
                         r"(data|dataset)\w*$")
+#: calls that build what a run configuration names (Hydra's, the latent-diffusion family's, OmegaConf-driven code)
+_INSTANTIATE = frozenset({"instantiate", "instantiate_from_config", "get_obj_from_str", "get_class", "get_method"})
 #: a path that names a checkpoint (a copy of it is a copy of the model's weights; `score_sde/models` is source)
 _CHECKPOINT_PATH = re.compile(r"(?i)ckpt|checkpoint|resume|weights?\b|\.pth?\b|\.bin\b|safetensors|state_dict")
 #: a string that may name a module of the project (``"models.model"``): only a file that exists is read
@@ -1809,8 +1811,11 @@ class SourceFacts:
         if key in self.memo:
             return list(self.memo[key])   # type: ignore[call-overload]
         here, out = Path(self.path), []
+        # a script that builds what its configurations name (`hydra.utils.instantiate(cfg.model)`) imports those
+        configured = self.project.config_targets(here) if any(
+            call_name(n)[1] in _INSTANTIATE for n in self.nodes if isinstance(n, ast.Call)) else []
         for module, sub, level in [*self.import_from.values(), *((m, "", lv) for m, lv in self.star_imports),
-                                   *((m, "", 0) for m in self.lazy_imports)]:
+                                   *((m, "", 0) for m in self.lazy_imports), *((m, "", 0) for m in configured)]:
             # `from train import trainers`: the package's __init__.py and the module train/trainers.py (HALOs)
             package = self.project.module(module, here, level) if module else None
             # a name a package's ``__init__.py`` takes from one of its files is that file's, one import away,

@@ -2266,6 +2266,54 @@ def test_none_from_a_lightning_training_step_on_an_exception() -> None:
     assert found(src.replace("(pl.LightningModule)", "(nn.Module)")) == []
 
 
+def test_a_module_a_hydra_configuration_names_is_read(tmp_path: Path) -> None:
+    """bio-diffusion (issue 7, missed in the blind collection of stop 46; Boltz, held-out round 24, too): the script
+    builds its LightningModule with `hydra.utils.instantiate(cfg.model)`, the class named by `_target_:` in
+    `configs/model/*.yaml`; the module is read, and its `training_step` that returns None on an OOM reported."""
+    files = {
+        "src/train.py": """\
+            import hydra
+            @hydra.main(config_path="../configs", config_name="train")
+            def main(cfg):
+                model = hydra.utils.instantiate(cfg.model)
+                optimizer = hydra.utils.instantiate(cfg.optimizer)
+            """,
+        "configs/model/ddpm.yaml": """\
+            _target_: src.models.ddpm.DDPM  # the model
+            optimizer:
+              _target_: torch.optim.AdamW
+            """,
+        "src/__init__.py": "",
+        "src/models/__init__.py": "",
+        "src/models/ddpm.py": """\
+            import lightning.pytorch as pl
+            class DDPM(pl.LightningModule):
+                def training_step(self, batch, i):
+                    try:
+                        loss = self.step(batch)
+                    except RuntimeError:
+                        return None
+                    return loss
+            """,
+        "src/models/unused.py": """\
+            import lightning.pytorch as pl
+            class Other(pl.LightningModule):
+                def training_step(self, batch, i):
+                    try:
+                        loss = self.step(batch)
+                    except RuntimeError:
+                        return None
+                    return loss
+            """}
+    script = _project(tmp_path, files)
+    report = lint_paths([script])
+    assert [(Path(f.path).name, f.line, f.rule.value) for f in report.findings] == \
+        [("ddpm.py", 6, "exception-on-one-rank")]   # (not the module no configuration names)
+    # a script that builds nothing from its configurations does not read them
+    (tmp_path / "src/train.py").write_text("import hydra\nprint('no model')\n")
+    assert lint_paths([script]).findings == ()
+
+
 def test_a_marker_file_touched_is_no_evaluation(tmp_path: Path) -> None:
     """Twitter's recap trainer (held-out round 24): rank 0 calls ``mark_done_eval``, which touches an empty marker
     file through a helper of another file, before the next evaluation's gather: a name that says "eval", no work."""
