@@ -2780,11 +2780,9 @@ class SourceFacts:
             # a field of a settings class of the project, with its default (open-instruct's
             # `timedelta(minutes=args.backend_timeout)`, `backend_timeout: int = 120` in grpo_utils.py's dataclass;
             # blind collection of stop 46): one value wherever the name is a field
-            found = {ast.dump(d) for facts in (self, *self.local_modules()) for d in facts.field_defaults(node.attr)}
-            if len(found) == 1:
-                facts_default = next(d for facts in (self, *self.local_modules())
-                                     for d in facts.field_defaults(node.attr))
-                return self.seconds(facts_default, _depth + 1)
+            defaults = [d for facts in (self, *self.local_modules()) for d in facts.field_defaults(node.attr)]
+            if defaults and len({ast.dump(d) for d in defaults}) == 1:
+                return self.seconds(defaults[0], _depth + 1)
         if isinstance(node, ast.Name):
             values = [n.value for n in self.nodes if isinstance(n, ast.Assign)
                       and any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]

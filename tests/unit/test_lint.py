@@ -2270,6 +2270,16 @@ def test_a_module_a_hydra_configuration_names_is_read(tmp_path: Path) -> None:
     """bio-diffusion (issue 7, missed in the blind collection of stop 46; Boltz, held-out round 24, too): the script
     builds its LightningModule with `hydra.utils.instantiate(cfg.model)`, the class named by `_target_:` in
     `configs/model/*.yaml`; the module is read, and its `training_step` that returns None on an OOM reported."""
+    module = """\
+        import lightning.pytorch as pl
+        class {}(pl.LightningModule):
+            def training_step(self, batch, i):
+                try:
+                    loss = self.step(batch)
+                except RuntimeError:
+                    return None
+                return loss
+        """
     files = {
         "src/train.py": """\
             import hydra
@@ -2285,26 +2295,8 @@ def test_a_module_a_hydra_configuration_names_is_read(tmp_path: Path) -> None:
             """,
         "src/__init__.py": "",
         "src/models/__init__.py": "",
-        "src/models/ddpm.py": """\
-            import lightning.pytorch as pl
-            class DDPM(pl.LightningModule):
-                def training_step(self, batch, i):
-                    try:
-                        loss = self.step(batch)
-                    except RuntimeError:
-                        return None
-                    return loss
-            """,
-        "src/models/unused.py": """\
-            import lightning.pytorch as pl
-            class Other(pl.LightningModule):
-                def training_step(self, batch, i):
-                    try:
-                        loss = self.step(batch)
-                    except RuntimeError:
-                        return None
-                    return loss
-            """}
+        "src/models/ddpm.py": module.format("DDPM"),
+        "src/models/unused.py": module.format("Other")}
     script = _project(tmp_path, files)
     report = lint_paths([script])
     assert [(Path(f.path).name, f.line, f.rule.value) for f in report.findings] == \
