@@ -4230,14 +4230,18 @@ FRAMEWORK_DEFAULT_PG_TIMEOUT_S = 1800.0
 def _creates_group(f: SourceFacts) -> bool:
     """Does the script, or a local file it imports, create the process group itself (``init_process_group``,
     DeepSpeed's ``init_distributed``)? Then a framework's default timeout does not apply: it finds the group made."""
-    def creates(facts: SourceFacts) -> bool:
-        key = ("creates_group", "")
-        if key not in facts.memo:
-            facts.memo[key] = any(isinstance(n, ast.Call) and call_name(n)[1] in ("init_process_group",
-                                                                                  "init_distributed")
-                                  for n in facts.nodes)
-        return bool(facts.memo[key])
-    return creates(f) or any(creates(other) for other in f.local_modules())
+    return _project_calls(f, "creates_group", lambda call: call_name(call)[1] in ("init_process_group",
+                                                                                 "init_distributed"))
+
+
+def _project_calls(f: SourceFacts, key: str, test: Callable[[ast.Call], bool]) -> bool:
+    """Does the file, or a local file it imports, make a call ``test`` holds for? Each file is walked once per
+    ``key``, whichever file imports it (Megatron-LM)."""
+    def calls(facts: SourceFacts) -> bool:
+        if (key, "") not in facts.memo:
+            facts.memo[(key, "")] = any(isinstance(n, ast.Call) and test(n) for n in facts.nodes)
+        return bool(facts.memo[(key, "")])
+    return calls(f) or any(calls(other) for other in f.local_modules())
 
 
 def _framework_timeout(f: SourceFacts) -> tuple[float | None, str] | None:
@@ -4262,13 +4266,8 @@ def _framework_timeout(f: SourceFacts) -> tuple[float | None, str] | None:
 def _calls_init_distributed(f: SourceFacts) -> bool:
     """Does the script, or a local file it imports, create the group with DeepSpeed's ``init_distributed()``, or
     leave it to ``deepspeed.initialize()``, which calls it (LOMO)?"""
-    def calls(facts: SourceFacts) -> bool:
-        key = ("calls_init_distributed", "")   # each file walked once, whichever file imports it (Megatron-LM)
-        if key not in facts.memo:
-            facts.memo[key] = any(isinstance(n, ast.Call) and (call_name(n)[1] == "init_distributed" or call_name(
-                n) == ("deepspeed", "initialize")) for n in facts.nodes)
-        return bool(facts.memo[key])
-    return calls(f) or any(calls(other) for other in f.local_modules())
+    return _project_calls(f, "calls_init_distributed", lambda call: call_name(call)[1] == "init_distributed"
+                          or call_name(call) == ("deepspeed", "initialize"))
 
 
 def _wait_why(f: SourceFacts) -> str:
@@ -4279,12 +4278,11 @@ def _wait_why(f: SourceFacts) -> str:
         for script in f.project.scripts():
             if script is not f and not _pg_timeout(script)[1].startswith("the default"):
                 seconds, how = _pg_timeout(script)
-                how = how if how.startswith("DeepSpeed's") else f"{how} of {Path(script.path).name}"
+                how = f"{how} of {Path(script.path).name}" if how.startswith("`") else how
                 break
     if how == "the default NCCL process-group timeout":
         return ""   # the rule's own sentence: 10 min by default for NCCL
-    said = how if how.startswith(("the default", "DeepSpeed's", "the HF Trainer's default", "Lightning's")) \
-        else f"set by {how}"
+    said = f"set by {how}" if how.startswith("`") else how   # (where the code sets it, or a default's name)
     if seconds is not None:   # (a value read at run time, `timedelta(minutes=args.timeout)`: where it is set)
         said = (f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s") + f": {said}"
     return f"they wait there, with the process-group timeout running ({said}), for as long as this work takes"
