@@ -700,6 +700,11 @@ def subtree(node: ast.AST) -> list[ast.AST]:
     return d["_lint_order"][d["_lint_at"]:d["_lint_end"]]
 
 
+#: what an evaluation hands back (metrics, a score, a validation loss): a value a decision is made on, not a resource
+#: (SimpleTuner's ``_get_hub_executor()``, None where pushing in the background is off, main process or not)
+_EVAL_RESULT = re.compile(r"(?i)metric|result|score|loss|acc|eval|valid|val_|stat|perf|fitness|best")
+
+
 def walk_local(node: ast.AST, skip: frozenset[int] = frozenset()) -> Iterable[ast.AST]:
     """``ast.walk`` that does not enter nested functions, classes or lambdas (nor the nodes whose ids
     are in ``skip``); without ``skip``, in a numbered tree, a list kept on the node."""
@@ -774,6 +779,9 @@ class SourceFacts:
         self.project: Project | None = None
         #: names holding an object on some ranks only, ``None`` on the others (see _index_rank_objects)
         self.rank_objects: set[str] = set()
+        #: of those, the results of a function of this file that returns nothing on some ranks, and the parameters
+        #: they are handed to: a value there (``if not val_metrics:`` tests the rank too)
+        self.rank_results: set[str] = set()
         self._collective: dict[str, Site | None] = {}
         self._unless_active: set[tuple[str, frozenset[str], frozenset[str]]] = set()   # recursion guard
         self._long: dict[str, Site | None] = {}
@@ -942,6 +950,7 @@ class SourceFacts:
                 under_rank.update(id(n) for stmt in node.body for n in subtree(stmt) if isinstance(n, ast.Assign))
         on_some: set[str] = set()
         on_all: set[str] = set()
+        results: set[str] = set()
         for node in assigns:
             if _const(node.value) is None:
                 # se3_diffusion: `if rank not in [0, -1]: self._exp_conf.ckpt_dir = None` "to avoid saving
@@ -962,7 +971,13 @@ class SourceFacts:
                     and not self._sends_objects(self.enclosing_function(node)):
                 names |= {dotted(t) for t in node.targets if isinstance(t, ast.Attribute)
                           and isinstance(t.value, ast.Name) and t.value.id not in ("self", "cls")}
-            (on_some if id(node) in under_rank or rank_exp else on_all).update(names)
+            # the result of a function of this file that returns nothing on some ranks (LibreYOLO's `_validate_epoch`:
+            # `if self.is_distributed and not is_main_process(): barrier(); return None`, then the metrics)
+            if isinstance(v, ast.Call) and self._none_off_rank(v) and (
+                    _EVAL_RESULT.search(call_name(v)[1]) or any(_EVAL_RESULT.search(n) for n in names)):
+                results.update(names)
+            else:
+                (on_some if id(node) in under_rank or rank_exp else on_all).update(names)
         # a cache made on first use (TorchRec's `if _INTRA_PG is None: <every rank makes every group, keeps its
         # own>`): every rank binds it there, whichever branch of its body does
         lazy = {node.test.left.id for node in ifs if isinstance(node.test, ast.Compare)
@@ -971,6 +986,38 @@ class SourceFacts:
                 and any(isinstance(t, ast.Name) and t.id == node.test.left.id
                         for stmt in node.body for a in subtree(stmt) if isinstance(a, ast.Assign) for t in a.targets)}
         self.rank_objects |= on_some - on_all - lazy
+        self.rank_results = results - on_all
+        # a parameter of a function of this file that its callers here fill with one of those (LibreYOLO's
+        # `self._update_best_state(epoch, val_metrics)`, whose `if not val_metrics: return False` comes before the
+        # early-stopping count)
+        for node in self.nodes:
+            if not (isinstance(node, ast.Call) and self.rank_results):
+                continue
+            recv, name = call_name(node)
+            defs = self.functions.get(name, []) if recv in ("", "self", "cls") and name not in self.imported else []
+            for fn in defs[:1]:
+                params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+                params = params[1:] if recv and params[:1] in (["self"], ["cls"]) else params
+                handed = [params[i] for i, a in enumerate(node.args[:len(params)])
+                          if isinstance(a, (ast.Name, ast.Attribute)) and dotted(a) in self.rank_results]
+                handed += [kw.arg for kw in node.keywords if kw.arg and isinstance(kw.value, (ast.Name, ast.Attribute))
+                           and dotted(kw.value) in self.rank_results]
+                self.rank_results.update(n for n in handed if n not in on_all)
+        self.rank_objects |= self.rank_results
+
+    def _none_off_rank(self, call: ast.Call) -> bool:
+        """Does the call run a function of this file that returns nothing (``return``, ``return None``) when a
+        test of the rank holds, and a value otherwise?"""
+        recv, name = call_name(call)
+        if recv not in ("", "self", "cls") or name in self.imported or not self.functions.get(name):
+            return False
+        fn = self.functions[name][0]
+        returns = [n for n in walk_local(fn) if isinstance(n, ast.Return)]
+        if not any(r.value is not None and _const(r.value) is not None for r in returns):
+            return False
+        return any(isinstance(n, ast.If) and self.is_rank_condition(n.test) and n.body
+                   and isinstance(n.body[-1], ast.Return) and (n.body[-1].value is None or _const(n.body[-1].value) is None)
+                   for n in walk_local(fn))
 
     def _index_branch_flags(self, ifs: list[ast.If]) -> None:
         """Flags given one constant under a rank test and the other elsewhere (LightZero's evaluator: ``elif
@@ -1190,7 +1237,8 @@ class SourceFacts:
         if isinstance(node, (ast.Name, ast.Attribute)):
             name = dotted(node)
             return name in self.rank_flags or _is_main_flag_name(name) or \
-                (name in self.rank_values and isinstance(node, ast.Name)) or name in self._handed_rank_flags()
+                (name in self.rank_values and isinstance(node, ast.Name)) or name in self._handed_rank_flags() \
+                or name in self.rank_results
         if isinstance(node, ast.Call):
             recv, name = call_name(node)
             if name in self._returns_flag or _is_main_flag_name(name):

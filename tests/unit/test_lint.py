@@ -2163,6 +2163,12 @@ def test_rank0_work_names_the_timeout_in_effect(tmp_path: Path) -> None:
     assert "(10 min by default for NCCL)" in message(HEAD + "dist.init_process_group('nccl')\n" + body)
     assert "(30 min: DeepSpeed's default process-group timeout)" in message(
         HEAD + "import deepspeed\ndeepspeed.init_distributed()\n" + body)
+    assert "(30 min: DeepSpeed's default process-group timeout)" in message(
+        HEAD + "from deepspeed import init_distributed\ninit_distributed()\n" + body)
+    # a function of the project of that name is not DeepSpeed's (nwm, held-out round 73: it calls
+    # init_process_group('nccl') with torch's default)
+    assert "(10 min by default for NCCL)" in message(
+        HEAD + "def init_distributed():\n    dist.init_process_group('nccl')\ninit_distributed()\n" + body)
     assert "(20 min: set by `init_process_group(timeout=...)` at line 4)" in message(
         HEAD + "from datetime import timedelta\ndist.init_process_group('nccl', timeout=timedelta(minutes=20))\n" + body)
     # read at run time: where it is set, with no length the file cannot know
@@ -5485,3 +5491,148 @@ def test_an_hf_trainers_push_to_hub_on_the_main_process_only() -> None:
     assert hits == [(7, "collective-in-rank-branch")]
     # a model's own push_to_hub uploads what this rank holds: long work, not a collective
     assert (7, "collective-in-rank-branch") not in found(src.replace("trainer.push_to_hub()", "model.push_to_hub(repo)"))
+
+
+def test_an_early_stop_counted_from_metrics_that_only_rank_0_has() -> None:
+    # LibreYOLO (fix cae94ff, collected blind in stop 47): validation returns None on the other ranks, the best-state
+    # update returns early on `if not val_metrics`, so only rank 0 counts epochs without improvement and breaks
+    src = HEAD + textwrap.dedent("""\
+        class Trainer:
+            def validate(self):
+                if dist.get_rank() != 0:
+                    dist.barrier()
+                    return None
+                metrics = evaluate(self.model)
+                dist.barrier()
+                return metrics
+
+            def update_best(self, val_metrics):
+                if not val_metrics:
+                    return False
+                if val_metrics > self.best:
+                    self.best = val_metrics
+                    self.bad = 0
+                    return True
+                self.bad += 1
+                return False
+
+            def train(self):
+                for epoch in range(100):
+                    for x in self.loader:
+                        self.model(x).sum().backward()
+                        self.opt.step()
+                    val_metrics = self.validate()
+                    self.update_best(val_metrics)
+                    if self.bad >= self.patience:
+                        break
+        """)
+    hits = found(src)
+    assert (17, "uneven-collective-count") in hits, hits
+    # metrics every rank gets (validation on all ranks, then reduced): no test of the rank, nothing to report
+    alike = src.replace("        if dist.get_rank() != 0:\n            dist.barrier()\n            return None\n", "")
+    assert not [h for h in found(alike) if h[1] == "uneven-collective-count"]
+
+
+@pytest.mark.parametrize("count", ["len(pos_inds) > 0", "pos_inds.numel() > 0", "pos_inds.shape[0] != 0"])
+def test_a_collective_under_a_count_of_items_picked_from_this_ranks_batch(count: str) -> None:
+    # mmdetection3d's FCAF3D head (fix ce5153d, collected blind in stop 47): the positive anchors of this rank's
+    # batch, then an all-reduce of their centerness only where there are some
+    src = HEAD + textwrap.dedent(f"""\
+        def loss(preds, labels):
+            pos_inds = torch.nonzero(labels >= 0).squeeze(1)
+            out = preds.sum() * 0
+            if {count}:
+                n = preds[pos_inds].sum().detach()
+                dist.all_reduce(n)
+                out = preds[pos_inds].sum() / n
+            return out
+        """)
+    assert found(src) == [(8, "uneven-collective-count")]
+    # a count of a setting, the same on every rank, is no test of the data
+    assert found(src.replace("pos_inds = torch.nonzero(labels >= 0).squeeze(1)", "pos_inds = list(range(cfg.k))")) == []
+
+
+def test_a_lightning_log_under_a_count_summed_from_the_batchs_hits() -> None:
+    # lightning-bolts' YOLO (fix f15282d, collected blind in stop 47): the hit rates are logged with sync_dist only
+    # where this rank's targets were matched at all
+    src = textwrap.dedent("""\
+        import pytorch_lightning as pl
+        class YOLO(pl.LightningModule):
+            def training_step(self, images, targets):
+                hits = []
+                for layer in self.layers:
+                    x, layer_hits = layer(images, targets)
+                    hits.append(layer_hits)
+                total_hits = sum(hits)
+                if total_hits > 0:
+                    self.log("hit_rate", hits[0] / total_hits, sync_dist=True)
+                return x.sum()
+        """)
+    assert found(src) == [(10, "uneven-collective-count")]
+
+
+def test_an_out_of_memory_handler_that_skips_the_batch_on_this_rank() -> None:
+    # universal_simulator (fix d8fb17c, collected blind in stop 47): the step in a try, `except RuntimeError` on out
+    # of memory empties the cache and `continue`s (re-raising anything else): this rank skips its backward alone
+    src = HEAD + textwrap.dedent("""\
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(model, loader, opt):
+            model = DDP(model)
+            for x, y in loader:
+                try:
+                    loss = criterion(model(x), y)
+                except RuntimeError as e:
+                    if "out of memory" in str(e):
+                        torch.cuda.empty_cache()
+                        continue
+                    raise
+                loss.backward()
+                opt.step()
+        """)
+    assert found(src) == [(9, "exception-on-one-rank")]
+    # a lookup every rank makes alike (a key of the same config) is no failure of this rank's batch
+    assert found(src.replace("loss = criterion(model(x), y)", "lr = cfg.schedule[epoch]")) == []
+
+
+@pytest.mark.parametrize("leave, hazard", [("exit()", True), ("sys.exit(0)", True), ("sys.exit(1)", False),
+                                           ("raise SystemExit", False)])
+def test_a_clean_exit_of_the_main_process_inside_the_training_loop(leave: str, hazard: bool) -> None:
+    # seed-vc's train_v2.py (held-out round 74): at max_steps the main process saves and exits; the others go on to
+    # the next batch's gradient all-reduce. A failure status (or an exception) makes the launcher stop them all.
+    src = HEAD + textwrap.dedent(f"""\
+        import sys
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train(model, loader, opt, max_steps):
+            model = DDP(model)
+            step = 0
+            for epoch in range(1000):
+                for x in loader:
+                    model(x).sum().backward()
+                    opt.step()
+                    step += 1
+                    if step >= max_steps and dist.get_rank() == 0:
+                        {leave}
+        """)
+    assert ((14, "uneven-collective-count") in found(src)) is hazard
+
+
+def test_an_exception_caught_around_a_frameworks_training_loop() -> None:
+    # ultravox (held-out round 74): the HF Trainer's train() in `except Exception`, kept to re-raise after the
+    # evaluation: a rank that fails alone goes on to the evaluation's collectives, the others wait in training's
+    src = textwrap.dedent("""\
+        from transformers import Trainer
+        trainer = Trainer(model=model, args=args)
+        caught = None
+        try:
+            trainer.train()
+        except Exception as e:
+            caught = e
+        trainer.evaluate()
+        if caught:
+            raise caught
+        """)
+    assert found(src) == [(6, "exception-on-one-rank")]
+    # re-raised at once: the rank ends, and the launcher stops the others
+    assert found(src.replace("    caught = e\n", "    raise\n")) == []
+    # a model's train() switches its mode: no loop
+    assert found(src.replace("trainer.train()", "model.train()")) == []
