@@ -652,6 +652,15 @@ def _builds_with_cls(fn: ast.FunctionDef) -> bool:
         isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "cls" for n in walk_local(fn))
 
 
+#: how a Lightning log reduced once at the epoch's end is said (see SourceFacts._logged_per_epoch): how many times a
+#: rank calls it does not matter, so the rules about counts (uneven-collective-count, exception-on-one-rank) leave
+#: what they find through it alone (lint.api drops them by this label)
+EPOCH_SYNC = "(Lightning all-reduces the value over the ranks once, at the epoch's end)"
+#: Lightning hooks whose `log` defaults to on_step=False
+_EPOCH_HOOK = re.compile(r"^((validation|test)_step|on_(validation|test)_(batch|epoch)_(start|end)|on_train_epoch_(start|end)|"
+                         r"\w*_epoch_end)$")
+
+
 def reach_site(line: int, label: str, inner: Site, **kw: object) -> Site:
     """The site of a call ``label`` that reaches ``inner`` through other calls, said in one line: ``label (which
     reaches C at X, through A at Y and B at Z)`` instead of one parenthesis inside another (a line without its file
@@ -1273,6 +1282,9 @@ class SourceFacts:
                 and not any(k.arg == "rank_zero_only" and _const(k.value) is True for k in call.keywords):
             # Lightning's `self.log(name, value, sync_dist=True)` reduces the value over the ranks at once
             # (modelforge PR 313, collected blind in stop 40: under `if self.global_rank == 0:` in a hook)
+            if self._logged_per_epoch(call):
+                return Site(line, f"{recv + '.' if recv else ''}{name}(..., sync_dist=True) {EPOCH_SYNC}",
+                            kind="epoch sync")
             return Site(line, f"{recv + '.' if recv else ''}{name}(..., sync_dist=True) (Lightning all-reduces the "
                               f"value over the ranks)")
         full = self.imported.get(name, "") if not recv else ""
@@ -1880,6 +1892,17 @@ class SourceFacts:
         """Does the call go to a function of this file or of the project (not a library's)?"""
         recv, name = call_name(call)
         return name in self.functions or self.external(recv, name) is not None
+
+    def _logged_per_epoch(self, call: ast.Call) -> bool:
+        """Is a Lightning ``log(..., sync_dist=True)`` accumulated over the epoch and reduced once at its end, not at
+        each call: ``on_step=False``, or left to the default of a hook where it is False (``validation_step``, the
+        epoch-end hooks)? (anemoi-core's per-timestep metrics, held-out round 71: `pl_module.log(..., on_step=False,
+        on_epoch=True, sync_dist=True)` behind a `return` some batches take.)"""
+        given = next((k.value for k in call.keywords if k.arg == "on_step"), None)
+        if given is not None:
+            return _const(given) is False
+        fn = self._scope_of(call.lineno)
+        return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _EPOCH_HOOK.search(fn.name) is not None
 
     def _elsewhere(self, other: SourceFacts, site: Site) -> Site:
         return site if site.path else replace(site, path=Path(other.path).name)

@@ -5636,3 +5636,29 @@ def test_an_exception_caught_around_a_frameworks_training_loop() -> None:
     assert found(src.replace("    caught = e\n", "    raise\n")) == []
     # a model's train() switches its mode: no loop
     assert found(src.replace("trainer.train()", "model.train()")) == []
+
+
+@pytest.mark.parametrize("log, hook, counted", [
+    ("self.log('val', x, sync_dist=True)", "training_step", True),        # reduced at each call by default there
+    ("self.log('val', x, sync_dist=True)", "validation_step", False),     # accumulated, reduced at the epoch's end
+    ("self.log('val', x, on_step=False, on_epoch=True, sync_dist=True)", "training_step", False),
+    ("self.log('val', x, on_step=True, sync_dist=True)", "validation_step", True),
+])
+def test_a_lightning_log_reduced_once_per_epoch_is_no_collective_per_call(log: str, hook: str, counted: bool) -> None:
+    # anemoi-core (held-out round 71): a `return` some batches take before an on_epoch-only log with sync_dist
+    src = textwrap.dedent(f"""\
+        import lightning.pytorch as pl
+        class Model(pl.LightningModule):
+            def {hook}(self, batch, batch_idx):
+                x = self.net(batch)
+                if batch is None:
+                    return None
+                {log}
+                return x.sum()
+        """)
+    assert (("uneven-collective-count" in {r for _l, r in found(src)}) is counted), found(src)
+    # under a rank test it is still a hazard: the key is logged on some ranks only, and the epoch's end reduces it
+    # on those alone (modelforge PR 313)
+    ranked = src.replace("if batch is None:\n            return None\n", "if self.global_rank == 0:\n    ")
+    ranked = ranked.replace("\n    " + log, "\n            " + log)
+    assert ("collective-in-rank-branch" in {r for _l, r in found(ranked)}), (ranked, found(ranked))
