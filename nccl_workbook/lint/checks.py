@@ -1562,21 +1562,23 @@ class _RankWalk:
         torchrun and ``mp.spawn`` stop the other processes.)"""
         f = self.f
         code = call.args[0] if call.args else None
-        if code is not None and _const(code) not in (0, None, False) or _EXITS.match(dotted(call.func)) is None \
-                or dotted(call.func) in ("os.abort", "abort"):
+        if code is not None and _const(code) not in (0, None, False) or dotted(call.func) in ("os.abort", "abort"):
             return
+        # in a loop whose passes reach a collective, or in a function a loop calls again (RVC's `os._exit(0)` at the
+        # end of `train_and_evaluate()`, which `run()` calls once an epoch): the others' next pass meets it alone (after
+        # the loop, or at the end of a script, a clean exit of one rank is how many scripts end)
         loop = f.enclosing_loop(stmt)
-        rank_if = _if_at(f, where[0])
-        if loop is not None:
-            site = f.first_collective(loop.body)
-        elif rank_if is not None and f.enclosing_function(rank_if) is f.enclosing_function(stmt):
-            site = f.next_collective_after(rank_if, depth=1)
-        else:
-            return
-        if site is None or _point_to_point(site) or site.line >= stmt.lineno and loop is None:
-            return
         fn = f.enclosing_function(stmt)
         if fn is not None and f.rank_only_function(fn):
+            return
+        if loop is not None:
+            site = f.first_collective(loop.body)
+        elif fn is not None and any(f.enclosing_loop(c) is not None for c in f.callers_of(fn)):
+            again = f.function_collective(fn.name)
+            site = replace(again, label=f"{again.label}, in the next call of {fn.name}()") if again is not None else None
+        else:
+            return
+        if site is None or _point_to_point(site):
             return
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,

@@ -1283,8 +1283,7 @@ class SourceFacts:
             # Lightning's `self.log(name, value, sync_dist=True)` reduces the value over the ranks at once
             # (modelforge PR 313, collected blind in stop 40: under `if self.global_rank == 0:` in a hook)
             if self._logged_per_epoch(call):
-                return Site(line, f"{recv + '.' if recv else ''}{name}(..., sync_dist=True) {EPOCH_SYNC}",
-                            kind="epoch sync")
+                return Site(line, f"{recv + '.' if recv else ''}{name}(..., sync_dist=True) {EPOCH_SYNC}")
             return Site(line, f"{recv + '.' if recv else ''}{name}(..., sync_dist=True) (Lightning all-reduces the "
                               f"value over the ranks)")
         full = self.imported.get(name, "") if not recv else ""

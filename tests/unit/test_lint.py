@@ -5662,3 +5662,27 @@ def test_a_lightning_log_reduced_once_per_epoch_is_no_collective_per_call(log: s
     ranked = src.replace("if batch is None:\n            return None\n", "if self.global_rank == 0:\n    ")
     ranked = ranked.replace("\n    " + log, "\n            " + log)
     assert ("collective-in-rank-branch" in {r for _l, r in found(ranked)}), (ranked, found(ranked))
+
+
+def test_a_clean_exit_at_the_end_of_a_function_a_loop_calls_once_an_epoch() -> None:
+    # RVC (round 21's named miss): `os._exit(0)` on rank 0 at the last epoch, at the end of train_and_evaluate(),
+    # which run() calls once an epoch: the others' next call meets the backward alone
+    src = HEAD + textwrap.dedent("""\
+        import os
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def train_and_evaluate(rank, epoch, model, loader, opt, total_epoch):
+            for x in loader:
+                model(x).sum().backward()
+                opt.step()
+            if epoch >= total_epoch and rank == 0:
+                save(model)
+                os._exit(0)
+        def run(rank, model, loader, opt, total_epoch, epochs):
+            model = DDP(model)
+            for epoch in range(epochs):
+                train_and_evaluate(rank, epoch, model, loader, opt, total_epoch)
+        """)
+    assert (11, "uneven-collective-count") in found(src)
+    # called once, not again by a loop: how a script ends
+    assert (11, "uneven-collective-count") not in found(src.replace(
+        "    for epoch in range(epochs):\n        train_and_evaluate(", "    epoch = epochs\n    train_and_evaluate("))
