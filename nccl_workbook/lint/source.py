@@ -656,9 +656,10 @@ def _builds_with_cls(fn: ast.FunctionDef) -> bool:
 #: rank calls it does not matter, so the rules about counts (uneven-collective-count, exception-on-one-rank) leave
 #: what they find through it alone (lint.api drops them by this label)
 EPOCH_SYNC = "(Lightning all-reduces the value over the ranks once, at the epoch's end)"
-#: Lightning hooks whose `log` defaults to on_step=False
-_EPOCH_HOOK = re.compile(r"^((validation|test)_step|on_(validation|test)_(batch|epoch)_(start|end)|on_train_epoch_(start|end)|"
-                         r"\w*_epoch_end)$")
+#: Lightning's per-batch hooks whose `log` defaults to on_step=False (a rank may skip some of their calls; not the
+#: epoch-end hooks, called once an epoch: a rank that skips a log there has no value under that name to reduce, nougat)
+_EVAL_BATCH_HOOK = re.compile(r"^((validation|test|predict)_step|on_(validation|test|predict)_batch_(start|end))$")
+_EPOCH_END_HOOK = re.compile(r"_epoch_(start|end)$")
 
 
 def reach_site(line: int, label: str, inner: Site, **kw: object) -> Site:
@@ -1894,14 +1895,19 @@ class SourceFacts:
 
     def _logged_per_epoch(self, call: ast.Call) -> bool:
         """Is a Lightning ``log(..., sync_dist=True)`` accumulated over the epoch and reduced once at its end, not at
-        each call: ``on_step=False``, or left to the default of a hook where it is False (``validation_step``, the
-        epoch-end hooks)? (anemoi-core's per-timestep metrics, held-out round 71: `pl_module.log(..., on_step=False,
-        on_epoch=True, sync_dist=True)` behind a `return` some batches take.)"""
+        each call: ``on_step=False``, or left to the default of a per-batch hook where it is False (``validation_step``)?
+        Then a rank may skip some of its calls, as long as it makes one in the epoch (anemoi-core's per-timestep metrics,
+        held-out round 71: `pl_module.log(..., on_step=False, on_epoch=True, sync_dist=True)` behind a `return` some
+        batches take). Not in an epoch-end hook, called once: there a skipped log is a value missing from the epoch's
+        reduction on that rank (nougat's `on_validation_epoch_end`, round 38)."""
+        fn = self._scope_of(call.lineno)
+        name = fn.name if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else ""
+        if _EPOCH_END_HOOK.search(name):
+            return False   # called once an epoch: skipping it leaves the value out of the epoch's reduction
         given = next((k.value for k in call.keywords if k.arg == "on_step"), None)
         if given is not None:
             return _const(given) is False
-        fn = self._scope_of(call.lineno)
-        return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _EPOCH_HOOK.search(fn.name) is not None
+        return _EVAL_BATCH_HOOK.search(name) is not None
 
     def _elsewhere(self, other: SourceFacts, site: Site) -> Site:
         return site if site.path else replace(site, path=Path(other.path).name)

@@ -5643,6 +5643,9 @@ def test_an_exception_caught_around_a_frameworks_training_loop() -> None:
     ("self.log('val', x, sync_dist=True)", "validation_step", False),     # accumulated, reduced at the epoch's end
     ("self.log('val', x, on_step=False, on_epoch=True, sync_dist=True)", "training_step", False),
     ("self.log('val', x, on_step=True, sync_dist=True)", "validation_step", True),
+    # an epoch-end hook runs once: a rank that skips its log has no value to reduce (nougat, round 38)
+    ("self.log('val', x, sync_dist=True)", "on_validation_epoch_end", True),
+    ("self.log('val', x, on_step=False, on_epoch=True, sync_dist=True)", "on_train_epoch_end", True),
 ])
 def test_a_lightning_log_reduced_once_per_epoch_is_no_collective_per_call(log: str, hook: str, counted: bool) -> None:
     # anemoi-core (held-out round 71): a `return` some batches take before an on_epoch-only log with sync_dist
