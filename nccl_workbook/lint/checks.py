@@ -1520,12 +1520,15 @@ class _RankWalk:
                 continue   # particleflow's `stale_epochs = 0` and `stale_epochs += 1`: one value, one finding
             self.loop_states.add((dotted(target), id(reader)))
             line, cond, _escapes_ = where
+            origin = f.rank_result_of.get(cond, "")
+            holds = (f"true on some ranks only: `{cond}` is what {origin}() returns, nothing where its rank test holds"
+                     if origin else "true on some ranks only")
             how = (f"the loop at line {loop.lineno} ends on it" if reader is loop
                    else f"the `{'break' if isinstance(_exits(reader.body), ast.Break) else 'return'}` under "
                         f"`{_cond_text(reader.test)}` (line {reader.lineno}) leaves the loop at line {loop.lineno} on it")
             self.out.append(RawFinding(
                 Rule.UNEVEN_COLLECTIVE_COUNT, stmt.lineno,
-                f"`{dotted(target)}` is set under `{cond}` (line {line}, true on some ranks only) and {how}: that "
+                f"`{dotted(target)}` is set under `{cond}` (line {line}, {holds}) and {how}: that "
                 f"loop runs a different number of times on those ranks, which stop reaching {site.label} at "
                 f"{site.at} while the others still wait in it",
                 why=("a value one rank holds alone decides, on each rank, whether the loop goes on; the ranks part "

@@ -792,6 +792,8 @@ class SourceFacts:
         #: of those, the results of a function of this file that returns nothing on some ranks, and the parameters
         #: they are handed to: a value there (``if not val_metrics:`` tests the rank too)
         self.rank_results: set[str] = set()
+        #: ... and the function whose result each holds (for the message)
+        self.rank_result_of: dict[str, str] = {}
         self._collective: dict[str, Site | None] = {}
         self._unless_active: set[tuple[str, frozenset[str], frozenset[str]]] = set()   # recursion guard
         self._long: dict[str, Site | None] = {}
@@ -986,6 +988,7 @@ class SourceFacts:
             if isinstance(v, ast.Call) and self._none_off_rank(v) and (
                     _EVAL_RESULT.search(call_name(v)[1]) or any(_EVAL_RESULT.search(n) for n in names)):
                 results.update(names)
+                self.rank_result_of.update((n, call_name(v)[1]) for n in names)
             else:
                 (on_some if id(node) in under_rank or rank_exp else on_all).update(names)
         # a cache made on first use (TorchRec's `if _INTRA_PG is None: <every rank makes every group, keeps its
@@ -1008,11 +1011,14 @@ class SourceFacts:
             for fn in defs[:1]:
                 params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
                 params = params[1:] if recv and params[:1] in (["self"], ["cls"]) else params
-                handed = [params[i] for i, a in enumerate(node.args[:len(params)])
+                handed = [(params[i], dotted(a)) for i, a in enumerate(node.args[:len(params)])
                           if isinstance(a, (ast.Name, ast.Attribute)) and dotted(a) in self.rank_results]
-                handed += [kw.arg for kw in node.keywords if kw.arg and isinstance(kw.value, (ast.Name, ast.Attribute))
-                           and dotted(kw.value) in self.rank_results]
-                self.rank_results.update(n for n in handed if n not in on_all)
+                handed += [(kw.arg, dotted(kw.value)) for kw in node.keywords if kw.arg
+                           and isinstance(kw.value, (ast.Name, ast.Attribute)) and dotted(kw.value) in self.rank_results]
+                for param, given in handed:
+                    if param not in on_all:
+                        self.rank_results.add(param)
+                        self.rank_result_of.setdefault(param, self.rank_result_of.get(given, ""))
         self.rank_objects |= self.rank_results
 
     def _none_off_rank(self, call: ast.Call) -> bool:

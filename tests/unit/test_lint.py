@@ -5528,6 +5528,9 @@ def test_an_early_stop_counted_from_metrics_that_only_rank_0_has() -> None:
         """)
     hits = found(src)
     assert (17, "uneven-collective-count") in hits, hits
+    # the message says where the value comes from
+    (msg,) = [f.message for f in lint_source(src) if f.line == 17]
+    assert "`val_metrics` is what validate() returns, nothing where its rank test holds" in msg, msg
     # metrics every rank gets (validation on all ranks, then reduced): no test of the rank, nothing to report
     alike = src.replace("        if dist.get_rank() != 0:\n            dist.barrier()\n            return None\n", "")
     assert not [h for h in found(alike) if h[1] == "uneven-collective-count"]
