@@ -787,6 +787,19 @@ def _assigns_by_name(f: SourceFacts, fn: ast.AST | None) -> dict[str, list[ast.A
     return f.memo[key]   # type: ignore[return-value]
 
 
+def _appends_by_name(f: SourceFacts, fn: ast.AST) -> dict[str, list[ast.Call]]:
+    """The function's ``name.append(x)`` / ``name.extend(xs)`` calls, by the list's name: found once per function."""
+    key = ("appends_by_name", str(id(fn)))
+    if key not in f.memo:
+        out: dict[str, list[ast.Call]] = {}
+        for n in walk_local(fn):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend") \
+                    and isinstance(n.func.value, ast.Name) and n.args:
+                out.setdefault(n.func.value.id, []).append(n)
+        f.memo[key] = out
+    return f.memo[key]   # type: ignore[return-value]
+
+
 def _set_from_nan(f: SourceFacts, fn: ast.AST | None, names: set[str], before: int, depth: int) -> ast.Assign | None:
     """The last binding before ``before`` of one of ``names`` whose value tests for NaN itself, or reads a name
     bound so in turn (``depth`` steps); a value agreed over the ranks stops the search."""
@@ -1520,7 +1533,7 @@ class _RankWalk:
                 continue   # particleflow's `stale_epochs = 0` and `stale_epochs += 1`: one value, one finding
             self.loop_states.add((dotted(target), id(reader)))
             line, cond, _escapes_ = where
-            origin = f.rank_result_of.get(cond, "")
+            origin = f.rank_results.get(cond, "")
             holds = (f"true on some ranks only: `{cond}` is what {origin}() returns, nothing where its rank test holds"
                      if origin else "true on some ranks only")
             how = (f"the loop at line {loop.lineno} ends on it" if reader is loop
@@ -3407,14 +3420,11 @@ def _counts_derived_data(f: SourceFacts, stmt: ast.If) -> str | None:
         return None
     terms = stmt.test.values if isinstance(stmt.test, ast.BoolOp) else [stmt.test]
     assigns = _assigns_by_name(f, fn)
-    appends: dict[str, list[ast.AST]] = {}
-    for n in walk_local(fn):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend") \
-                and isinstance(n.func.value, ast.Name) and n.args and n.lineno < stmt.lineno:
-            appends.setdefault(n.func.value.id, []).append(n.args[0])
+    appends = _appends_by_name(f, fn)
 
     def from_data(name: str, depth: int) -> bool:
-        values = [a.value for a in assigns.get(name, []) if a.lineno < stmt.lineno] + appends.get(name, [])
+        values = [a.value for a in assigns.get(name, []) if a.lineno < stmt.lineno] \
+            + [c.args[0] for c in appends.get(name, []) if c.lineno < stmt.lineno]
         for v in values:
             # items picked out of a tensor, a call handed the batch (`layer(images, targets)`), a part of the batch
             if _PICKS_ITEMS.search(_without_shared(ast.unparse(v))) or isinstance(v, ast.Call) and any(
@@ -4396,8 +4406,8 @@ def _calls_init_distributed(f: SourceFacts) -> bool:
     def deepspeeds(facts: SourceFacts, call: ast.Call) -> bool:
         recv, name = call_name(call)
         origin = facts.modules.get(recv.split(".")[0], "") if recv else facts.imported.get(name, "")
-        return name in ("init_distributed", "initialize") and origin.split(".")[0] == "deepspeed" \
-            and (name == "init_distributed" or recv == "deepspeed" or origin == "deepspeed")
+        # `deepspeed.init_distributed()`, `from deepspeed import init_distributed`, `deepspeed.initialize(...)`
+        return origin.split(".")[0] == "deepspeed" and (name == "init_distributed" or name == "initialize" and bool(recv))
     return _project_calls(f, "calls_init_distributed", deepspeeds)
 
 

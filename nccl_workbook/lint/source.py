@@ -790,10 +790,8 @@ class SourceFacts:
         #: names holding an object on some ranks only, ``None`` on the others (see _index_rank_objects)
         self.rank_objects: set[str] = set()
         #: of those, the results of a function of this file that returns nothing on some ranks, and the parameters
-        #: they are handed to: a value there (``if not val_metrics:`` tests the rank too)
-        self.rank_results: set[str] = set()
-        #: ... and the function whose result each holds (for the message)
-        self.rank_result_of: dict[str, str] = {}
+        #: they are handed to (a value there: ``if not val_metrics:`` tests the rank too), each with that function
+        self.rank_results: dict[str, str] = {}
         self._collective: dict[str, Site | None] = {}
         self._unless_active: set[tuple[str, frozenset[str], frozenset[str]]] = set()   # recursion guard
         self._long: dict[str, Site | None] = {}
@@ -962,7 +960,7 @@ class SourceFacts:
                 under_rank.update(id(n) for stmt in node.body for n in subtree(stmt) if isinstance(n, ast.Assign))
         on_some: set[str] = set()
         on_all: set[str] = set()
-        results: set[str] = set()
+        results: dict[str, str] = {}
         for node in assigns:
             if _const(node.value) is None:
                 # se3_diffusion: `if rank not in [0, -1]: self._exp_conf.ckpt_dir = None` "to avoid saving
@@ -987,8 +985,7 @@ class SourceFacts:
             # `if self.is_distributed and not is_main_process(): barrier(); return None`, then the metrics)
             if isinstance(v, ast.Call) and self._none_off_rank(v) and (
                     _EVAL_RESULT.search(call_name(v)[1]) or any(_EVAL_RESULT.search(n) for n in names)):
-                results.update(names)
-                self.rank_result_of.update((n, call_name(v)[1]) for n in names)
+                results.update((n, call_name(v)[1]) for n in names)
             else:
                 (on_some if id(node) in under_rank or rank_exp else on_all).update(names)
         # a cache made on first use (TorchRec's `if _INTRA_PG is None: <every rank makes every group, keeps its
@@ -999,7 +996,7 @@ class SourceFacts:
                 and any(isinstance(t, ast.Name) and t.id == node.test.left.id
                         for stmt in node.body for a in subtree(stmt) if isinstance(a, ast.Assign) for t in a.targets)}
         self.rank_objects |= on_some - on_all - lazy
-        self.rank_results = results - on_all
+        self.rank_results = {n: fn for n, fn in results.items() if n not in on_all}
         # a parameter of a function of this file that its callers here fill with one of those (LibreYOLO's
         # `self._update_best_state(epoch, val_metrics)`, whose `if not val_metrics: return False` comes before the
         # early-stopping count)
@@ -1017,9 +1014,8 @@ class SourceFacts:
                            and isinstance(kw.value, (ast.Name, ast.Attribute)) and dotted(kw.value) in self.rank_results]
                 for param, given in handed:
                     if param not in on_all:
-                        self.rank_results.add(param)
-                        self.rank_result_of.setdefault(param, self.rank_result_of.get(given, ""))
-        self.rank_objects |= self.rank_results
+                        self.rank_results.setdefault(param, self.rank_results[given])
+        self.rank_objects |= self.rank_results.keys()
 
     def _none_off_rank(self, call: ast.Call) -> bool:
         """Does the call run a function of this file that returns nothing (``return``, ``return None``) when a
