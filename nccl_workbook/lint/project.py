@@ -78,6 +78,7 @@ class Project:
         self._additions: dict[Path, list[Path]] = {}
         self._class_index: tuple[int, dict[str, list[SourceFacts]]] | None = None
         self._targets: dict[Path, list[str]] = {}
+        self._given_index: tuple[int, dict[str, list[Path]]] | None = None
 
     def facts(self, path: Path, text: str | None = None) -> SourceFacts | None:
         """The facts of one file, parsed once (None when it cannot be read or parsed). A ``SyntaxError``
@@ -294,6 +295,15 @@ class Project:
         facts = self._module_facts[asked] = self.facts(found) if found is not None else None
         return facts
 
+    def _given_named(self, name: str) -> list[Path]:
+        """The given files whose file name is ``name``, in the order given (indexed once per generation)."""
+        if self._given_index is None or self._given_index[0] != self.generation:
+            index: dict[str, list[Path]] = {}
+            for g in self._given:
+                index.setdefault(g.name, []).append(g)
+            self._given_index = (self.generation, index)
+        return self._given_index[1].get(name, [])
+
     def _path_additions(self, importer: Path) -> list[Path]:
         """The folders the importing script adds to ``sys.path`` by a literal name (SEA-RAFT's
         ``sys.path.append('core')``, then ``from datasets import fetch_dataloader``), beside the script. Found
@@ -336,8 +346,8 @@ class Project:
             # the importer (AllenAct's ``main.py`` beside ``allenact/``, whose ``import allenact.main`` is the
             # package's own ``allenact/main.py``)
             suffix = Path(*parts).with_suffix(".py") if parts else None
-            given = [g for g in self._given if suffix is not None and g != importer
-                     and g.parts[-len(suffix.parts):] == suffix.parts]
+            given = [g for g in self._given_named(suffix.name) if g != importer
+                     and g.parts[-len(suffix.parts):] == suffix.parts] if suffix is not None else []
             if given:
                 return min(given, key=lambda g: len(g.parts))
         for base in bases:
