@@ -5692,3 +5692,22 @@ def test_a_clean_exit_at_the_end_of_a_function_a_loop_calls_once_an_epoch() -> N
     # called once, not again by a loop: how a script ends
     assert (11, "uneven-collective-count") not in found(src.replace(
         "    for epoch in range(epochs):\n        train_and_evaluate(", "    epoch = epochs\n    train_and_evaluate("))
+
+
+def test_the_project_forgets_what_it_found_when_files_are_included(tmp_path: Path) -> None:
+    """The project remembers module lookups and the calls into a file (Megatron-LM's 395 files asked 425,000
+    times); a file included later (an import of a named script) must still be seen by both."""
+    from nccl_workbook.lint.project import Project
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .steps import save\n")   # re-exported by the package
+    (tmp_path / "pkg" / "steps.py").write_text("def save(m):\n    pass\n")
+    (tmp_path / "a.py").write_text("from pkg import save\nsave(1)\n")
+    (tmp_path / "b.py").write_text("import pkg.steps as st\nst.save(2)\nst.save(3)\n")
+    project = Project([tmp_path / "a.py"])
+    steps = project.module("pkg.steps", tmp_path / "a.py")
+    assert steps is not None and project.module("pkg.steps", tmp_path / "a.py") is steps
+    assert [(Path(o.path).name, c.lineno) for o, c, _ in project.calls_into(steps)] == [("a.py", 2)]
+    project.include([tmp_path / "b.py"])
+    assert sorted((Path(o.path).name, c.lineno) for o, c, _ in project.calls_into(steps)) == \
+        [("a.py", 2), ("b.py", 2), ("b.py", 3)]
