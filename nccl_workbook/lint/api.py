@@ -141,6 +141,11 @@ class LintReport:
                 f"{rows}{errs}</table>")
 
 
+#: the rules about ranks that wait for one another (not the settings' rules, true of any run)
+_BETWEEN_RANKS = (Rule.COLLECTIVE_IN_RANK_BRANCH, Rule.RANK0_LONG_WORK, Rule.UNEVEN_COLLECTIVE_COUNT,
+                  Rule.EXCEPTION_ON_ONE_RANK)
+
+
 def _finish(raw: RawFinding, path: str) -> LintFinding:
     info = RULES[raw.rule]
     scenario = raw.scenario or info.scenario
@@ -169,6 +174,8 @@ def lint_source(text: str, path: str = "<string>", project: Project | None = Non
                 continue
             if raw.rule in (Rule.UNEVEN_COLLECTIVE_COUNT, Rule.EXCEPTION_ON_ONE_RANK) and EPOCH_SYNC in raw.message:
                 continue   # a Lightning log reduced once at the epoch's end: not a collective per call
+            if raw.rule in _BETWEEN_RANKS and facts.single_process_only(raw.line):
+                continue   # code only a run of one process reaches: no other rank waits for it
             if (raw.line, raw.rule) not in seen:
                 seen.add((raw.line, raw.rule))
                 out.append(_finish(raw, path))

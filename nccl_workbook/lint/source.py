@@ -568,6 +568,34 @@ def _is_rank_name(name: str) -> bool:
     return bool(_RANK_PART.search(last)) and not _NOT_RANK.search(last) or last == "rank_in_group"
 
 
+#: the size of the run, 1 when it is not distributed
+_WORLD_SIZE_NAME = re.compile(r"(?i)^(get_)?(world_size|world|num_processes|num_procs|nprocs|n_gpus?|num_gpus|ngpus?|gpus?)$")
+#: a flag that the run is distributed
+_DISTRIBUTED_FLAG = re.compile(r"(?i)^(is_)?(distributed|ddp|multi_?gpu|use_ddp|use_distributed)$")
+
+
+def _tests_single_process(test: ast.AST) -> bool:
+    """Does the test hold only in a run of one process: ``RANK == -1``, ``world_size == 1``, ``not args.distributed``,
+    ``not dist.is_initialized()`` (alone or as one term of an ``and``)?"""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_tests_single_process(v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = test.operand
+        if isinstance(inner, ast.Call):
+            return call_name(inner)[1] == "is_initialized"
+        return isinstance(inner, (ast.Name, ast.Attribute)) and bool(_DISTRIBUTED_FLAG.match(dotted(inner).rsplit(".", 1)[-1]))
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        sides = [test.left, test.comparators[0]]
+        names = [call_name(x)[1] if isinstance(x, ast.Call) else dotted(x).rsplit(".", 1)[-1] for x in sides]
+        consts = [_const(x) for x in sides]
+        op = test.ops[0]
+        if isinstance(op, ast.Eq) and -1 in consts and any(_is_rank_name(n) for n in names if n):
+            return True
+        if _WORLD_SIZE_NAME.match(names[0] or ""):   # `world_size == 1`, `dist.get_world_size() < 2`
+            return isinstance(op, (ast.Eq, ast.LtE)) and consts[1] == 1 or isinstance(op, ast.Lt) and consts[1] == 2
+    return False
+
+
 def _is_main_flag_name(name: str) -> bool:
     last = name.rsplit(".", 1)[-1]
     if last in ("should_save", "should_log") and name.rsplit(".", 2)[-2:-1] == ["control"]:
@@ -2770,6 +2798,88 @@ class SourceFacts:
                 return None
             node = owner
         return None
+
+    def single_process_only(self, line: int, depth: int = 4) -> bool:
+        """Does the code at ``line`` run only in a run of one process, where no rank waits for another? It is in
+        a top-level function every call of which, in this file and in the project's others, sits under a test
+        that the run is not distributed (YOLOv9's ``if RANK == -1 and batch_size == -1:
+        check_train_batch_size(...)``, whose autobatch profiles a forward and a backward in ``except
+        Exception``), or in such a function in turn (``depth`` levels). A call from the ``__main__`` block of an
+        imported file counts like any other: that file may be a script of its own (Atlas's ``evaluate.py``,
+        which ``train.py`` imports and users also launch on every rank)."""
+        top = next((n for n in self.tree.body if n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+        if not isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) or depth <= 0:
+            return False
+        key = ("single process", f"{top.name}:{depth}")
+        if key not in self.memo:
+            self.memo[key] = False   # (a call of itself, or a cycle: not known to be guarded)
+            # handed on rather than called (`mp.spawn(run, ...)` beside `if n_gpus == 1: run(0, ...)`, DGL's
+            # GraphSAGE; `Process(target=main_worker)`): it runs where that is called, not known to be one process
+            files = self.project.checked() if self.project is not None else [self]
+            if any(top.name in f.handed_on_names() for f in files):
+                return False
+            calls = [(self, stmt) for stmt in self.calls_to.get(top.name, [])
+                     if not top.lineno <= stmt.lineno <= (top.end_lineno or top.lineno)]
+            if self.project is not None:
+                calls += self.project.callers(self, top.name)
+            calls = [(other, stmt) for other, stmt in calls if other._calls_function_of(stmt, top.name, self)]
+            self.memo[key] = bool(calls) and all(
+                other._under_single_process_test(stmt) or other.single_process_only(stmt.lineno, depth - 1)
+                for other, stmt in calls)
+        return bool(self.memo[key])
+
+    def handed_on_names(self) -> frozenset[str]:
+        """The names this file hands to a call as a value (``mp.spawn(run, ...)``, ``Process(target=worker)``,
+        ``pool.submit(mod.task)``), other than a function's own parameters and variables (YOLOv9's
+        ``self._forward_once(x, profile, visualize)`` hands on its ``profile`` flag, not the function)."""
+        key = ("handed on names", "")
+        if key not in self.memo:
+            out: set[str] = set()
+            scopes: list[ast.AST] = [self.tree, *(n for n in self.nodes if isinstance(n, _NESTED))]
+            for scope in scopes:
+                nodes = list(walk_local(scope))
+                own: set[str] = set()
+                if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    a = scope.args
+                    own = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
+                own |= {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+                for call in (n for n in nodes if isinstance(n, ast.Call)):
+                    for value in [*call.args, *(k.value for k in call.keywords)]:
+                        if isinstance(value, ast.Name) and value.id not in own:
+                            out.add(value.id)
+                        elif isinstance(value, ast.Attribute):
+                            out.add(value.attr)
+            self.memo[key] = frozenset(out)
+        return self.memo[key]   # type: ignore[return-value]
+
+    def _calls_function_of(self, stmt: ast.AST, name: str, owner: SourceFacts) -> bool:
+        """Does the statement call the top-level function ``name`` of ``owner`` (by its name, by the name this
+        file imports it as, or through the module), not a method or another library's function of that name
+        (YOLOv9's ``thop.profile(m, ...)`` beside its own ``profile``)?"""
+        for node in subtree(stmt):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name):
+                how = self.import_from.get(func.id)
+                if func.id == name and (owner is self or how is not None) or how is not None and how[1] == name:
+                    return True
+            elif isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Name) \
+                    and func.value.id in self.import_from and self.project is not None:
+                module, sub, level = self.import_from[func.value.id]
+                if self.project.module(f"{module}.{sub}" if sub else module, Path(self.path), level) is owner:
+                    return True
+        return False
+
+    def _under_single_process_test(self, stmt: ast.AST) -> bool:
+        """Is the statement in the body of an ``if`` that holds only when the run is not distributed?"""
+        node = stmt
+        while id(node) in self.parents:
+            block, _i, owner = self.parents[id(node)]
+            if isinstance(owner, ast.If) and block is owner.body and _tests_single_process(owner.test):
+                return True
+            node = owner
+        return False
 
     def enclosing_function(self, stmt: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         node = stmt

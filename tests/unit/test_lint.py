@@ -5711,3 +5711,51 @@ def test_the_project_forgets_what_it_found_when_files_are_included(tmp_path: Pat
     project.include([tmp_path / "b.py"])
     assert sorted((Path(o.path).name, c.lineno) for o, c, _ in project.calls_into(steps)) == \
         [("a.py", 2), ("b.py", 2), ("b.py", 3)]
+
+
+def test_code_only_a_single_process_run_reaches_is_not_a_hazard(tmp_path: Path) -> None:
+    """YOLOv9 (held-out round 19): ``autobatch()`` runs a forward and a backward under ``except Exception``, but
+    train.py calls it only under ``if RANK == -1`` (no process group): no rank waits for it. A call from the
+    ``__main__`` block of an imported module still counts (that module may be launched as a script)."""
+    (tmp_path / "utils.py").write_text(textwrap.dedent("""\
+        import thop
+        def profile(model, x):
+            flops = thop.profile(model, inputs=(x,))
+            try:
+                model(x).sum().backward()
+            except Exception:
+                pass
+        def autobatch(model, x):
+            return profile(model, x)
+        """))
+    script = textwrap.dedent("""\
+        import os
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from utils import autobatch
+        RANK = int(os.getenv("RANK", -1))
+        if RANK == -1 and batch_size == -1:
+            batch_size = autobatch(model, x)
+        model = DDP(model)
+        for x in loader:
+            model(x).sum().backward()
+        """)
+    (tmp_path / "train.py").write_text(script)
+    found = [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings]
+    assert found == []
+    # handed to a spawn as well as called under the test: it runs on every rank
+    (tmp_path / "train.py").write_text(script + "mp.spawn(autobatch, args=(model, x))\n")
+    assert [f.line for f in lint_paths([tmp_path / "train.py"]).findings] == [6]
+    # called from the `__main__` block of the imported module too
+    with (tmp_path / "utils.py").open("a") as fh:
+        fh.write("if __name__ == '__main__':\n    profile(model, x)\n")
+    (tmp_path / "train.py").write_text(script)
+    assert [f.line for f in lint_paths([tmp_path / "train.py"]).findings] == [6]
+    (tmp_path / "utils.py").write_text((tmp_path / "utils.py").read_text().rsplit("if __name__", 1)[0])
+    # the same helper also called where every rank runs it: the hazard is back
+    for guard, expected in [("if RANK in (-1, 0):", [("utils.py", 6, "exception-on-one-rank")]),
+                            ("if dist.get_world_size() == 1:", []), ("if not dist.is_initialized():", []),
+                            ("if True:", [("utils.py", 6, "exception-on-one-rank")])]:
+        (tmp_path / "train.py").write_text(script.replace("if RANK == -1 and batch_size == -1:", guard))
+        found = [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings]
+        assert found == expected, guard
