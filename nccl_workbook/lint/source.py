@@ -569,7 +569,8 @@ def _is_rank_name(name: str) -> bool:
 
 
 #: the size of the run, 1 when it is not distributed
-_WORLD_SIZE_NAME = re.compile(r"(?i)^(get_)?(world_size|world|num_processes|num_procs|nprocs|n_gpus?|num_gpus|ngpus?|gpus?)$")
+_WORLD_SIZE_NAME = re.compile(
+    r"(?i)^(get_)?(world_size|world|num_processes|num_procs|nprocs|n_gpus?|num_gpus|ngpus?|gpus?)$")
 #: a flag that the run is distributed
 _DISTRIBUTED_FLAG = re.compile(r"(?i)^(is_)?(distributed|ddp|multi_?gpu|use_ddp|use_distributed)$")
 
@@ -583,7 +584,8 @@ def _tests_single_process(test: ast.AST) -> bool:
         inner = test.operand
         if isinstance(inner, ast.Call):
             return call_name(inner)[1] == "is_initialized"
-        return isinstance(inner, (ast.Name, ast.Attribute)) and bool(_DISTRIBUTED_FLAG.match(dotted(inner).rsplit(".", 1)[-1]))
+        return isinstance(inner, (ast.Name, ast.Attribute)) \
+            and bool(_DISTRIBUTED_FLAG.match(dotted(inner).rsplit(".", 1)[-1]))
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         sides = [test.left, test.comparators[0]]
         names = [call_name(x)[1] if isinstance(x, ast.Call) else dotted(x).rsplit(".", 1)[-1] for x in sides]
