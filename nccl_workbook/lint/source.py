@@ -2855,22 +2855,16 @@ class SourceFacts:
         return self.memo[key]   # type: ignore[return-value]
 
     def _calls_function_of(self, stmt: ast.AST, name: str, owner: SourceFacts) -> bool:
-        """Does the statement call the top-level function ``name`` of ``owner`` (by its name, by the name this
-        file imports it as, or through the module), not a method or another library's function of that name
-        (YOLOv9's ``thop.profile(m, ...)`` beside its own ``profile``)?"""
+        """Does the statement call the top-level function ``name`` of ``owner`` (resolved as :meth:`external`
+        resolves any call), not a method or another library's function of that name (YOLOv9's
+        ``thop.profile(m, ...)`` beside its own ``profile``)?"""
         for node in subtree(stmt):
             if not isinstance(node, ast.Call):
                 continue
-            func = node.func
-            if isinstance(func, ast.Name):
-                how = self.import_from.get(func.id)
-                if func.id == name and (owner is self or how is not None) or how is not None and how[1] == name:
-                    return True
-            elif isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Name) \
-                    and func.value.id in self.import_from and self.project is not None:
-                module, sub, level = self.import_from[func.value.id]
-                if self.project.module(f"{module}.{sub}" if sub else module, Path(self.path), level) is owner:
-                    return True
+            recv, called = call_name(node)
+            if owner is self and not recv and called == name \
+                    or (ext := self.external(recv, called)) is not None and ext[0] is owner and ext[1] == name:
+                return True
         return False
 
     def _under_single_process_test(self, stmt: ast.AST) -> bool:
