@@ -80,6 +80,12 @@ _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardIn
                               # OverflowError` after clip_grad_norm: the step is skipped everywhere); Python's own, a
                               # float too large (`math.exp(loss)`), wraps no collective
                               "OverflowError"})
+#: exceptions that a collective's library raises from the run's settings, before it communicates, on every rank
+#: alike: Accelerate's ``get_state_dict`` raises ``ValueError`` under ZeRO-3 when the DeepSpeed configuration's
+#: ``stage3_gather_16bit_weights_on_model_save`` is off, and the HF Trainer's ``save_model`` catches it to save the
+#: full checkpoint on every rank instead (its copies in optimum-habana, held-out round 33, and LLaMA-Factory's PPO
+#: trainer, round 76)
+_RAISED_ALIKE = {"get_state_dict": frozenset({"ValueError"})}
 #: exceptions a framework raises on purpose to end a loop (composer's ``BreakEpochException``): control
 #: flow like ``StopIteration``, not a failure of the rank
 _CONTROL_FLOW_EXCEPTION = re.compile(r"^(Break|Stop)[A-Z]\w*$")
@@ -1145,6 +1151,18 @@ class _RankWalk:
         if work is None:
             return
         work = _evaluation_loop(stmts, work, function or self.f.enclosing_function(stmts[0]))
+        block = _main_first_block(self.f, stmts[0])
+        guard = _if_at(self.f, where[0]) if block is not None else None
+        if block is not None and guard is not None and stmts is guard.body and self.f.on_main_only(guard):
+            # LLaMA-Factory's `save_to_disk` of the tokenized data under `should_save`, inside its
+            # `main_process_first()` block (round 76): the others already wait in the block's barrier
+            if not self.budgeted:
+                self.out.append(RawFinding(
+                    Rule.RANK0_LONG_WORK, work.line,
+                    f"{work.label} runs only {_where_text(where)}, inside `{dotted(block[1].func)}()` (line "
+                    f"{block[0].lineno}), whose barrier the other ranks are in until the main process leaves the block",
+                    note=_save_note(work, self.f, where=where), why=_wait_why(self.f)))
+            return
         nxt: Site | None = None
         if function is not None:
             for caller in self.f.callers_of(function):
@@ -3229,7 +3247,8 @@ def _rank_work_in(f: SourceFacts, name: str, depth: int = 2, cls: str | None = N
         for node in walk_local(fn):
             if found is not None:
                 break
-            if isinstance(node, ast.If) and f.is_rank_condition(node.test) and f.first_collective(node.body) is None:
+            if isinstance(node, ast.If) and f.is_rank_condition(node.test) and f.first_collective(node.body) is None \
+                    and _main_first_block(f, node) is None:   # (the others wait in that block: its own finding)
                 work = f.first_long_work(node.body)
                 work = _evaluation_loop(node.body, work, fn) if work is not None else None
                 if work is not None and f.next_collective_after(node, depth=0) is None:
@@ -3326,20 +3345,95 @@ def check_main_first(f: SourceFacts) -> list[RawFinding]:
                     f"after (line {closing.lineno})"
         else:
             continue
-        call = min((c for s in body for c in walk_local(s) if isinstance(c, ast.Call) and any(
-            kw.arg and "num_proc" in kw.arg and _const(kw.value) not in (None, 0, 1) for kw in c.keywords)),
-                   key=lambda c: c.lineno, default=None)
-        if call is None:
+        found = _parallel_data_pass(f, body)
+        if found is None:
             continue
-        label = f"{dotted(call.func)}()"
+        call, label = found
         out.append(RawFinding(
             Rule.RANK0_LONG_WORK, call.lineno,
-            f"{label} (a pass over the data set in worker processes) runs first on the main process {block}",
+            f"{label} runs first on the main process {block}",
             why="the other ranks sit in its barrier, with the process-group timeout running, for as long as the "
                 "pass takes; a large data set's preprocessing can outlast it",
             fix="preprocess once before the training job (the `datasets` cache on shared storage), or let the others "
                 "wait on a side group with a long timeout: `nccl_workbook.fixes.wait_for_main(fn)`"))
     return out
+
+
+def _parallel_data_pass(f: SourceFacts, body: list[ast.stmt]) -> tuple[ast.Call, str] | None:
+    """The first call of ``body`` that passes over a data set in worker processes (a ``num_proc`` other than 0 or
+    1), or that calls a function of the project whose own body does (LLaMA-Factory's ``get_dataset``, whose
+    ``main_process_first`` block calls ``_get_preprocessed_dataset``, which maps: round 76): the call, and what the
+    message says of it."""
+    calls = sorted((c for s in body for c in walk_local(s) if isinstance(c, ast.Call)), key=lambda c: c.lineno)
+    scope = (f.enclosing_function(body[0]) or f.tree) if body else f.tree
+    for call in calls:
+        if _hands_num_proc(call, scope):
+            return call, f"{dotted(call.func)}() (a pass over the data set in worker processes)"
+    for call in calls:
+        if not isinstance(call.func, ast.Name):
+            continue
+        where = (f, call.func.id) if call.func.id in f.functions else f.external("", call.func.id)
+        if where is None:
+            continue
+        other, name = where
+        inner = min((c for fn in other.defs_of(name)[:1] for c in walk_local(fn)
+                     if isinstance(c, ast.Call) and _hands_num_proc(c, fn)), key=lambda c: c.lineno, default=None)
+        if inner is not None:
+            at = f"line {inner.lineno}" if other is f else f"{Path(other.path).name}:{inner.lineno}"
+            return call, (f"{call.func.id}() (which passes over the data set in worker processes: "
+                          f"{dotted(inner.func)}() at {at})")
+    return None
+
+
+def _hands_num_proc(call: ast.Call, scope: ast.AST) -> bool:
+    """Does the call hand ``num_proc`` other than 0 or 1: as a keyword, or inside ``**kwargs`` that its function
+    (``scope``) fills (LLaMA-Factory's ``kwargs = dict(num_proc=...)``, TRL's ``map_kwargs["num_proc"] =
+    args.dataset_num_proc``)?"""
+    def many(value: ast.AST) -> bool:
+        return _const(value) not in (None, 0, 1)
+    if dotted(call.func) == "dict":
+        return False   # the keywords themselves, handed on by `**` (below)
+    spread: set[str] = set()
+    for kw in call.keywords:
+        if kw.arg and "num_proc" in kw.arg:
+            return many(kw.value)
+        if kw.arg is None and isinstance(kw.value, ast.Name):
+            spread.add(kw.value.id)
+    if not spread:
+        return False
+    for n in walk_local(scope):
+        if not isinstance(n, ast.Assign):
+            continue
+        for t in n.targets:
+            if isinstance(t, ast.Name) and t.id in spread:
+                v = n.value
+                if isinstance(v, ast.Call) and dotted(v.func) == "dict" and any(
+                        k.arg == "num_proc" and many(k.value) for k in v.keywords):
+                    return True
+                if isinstance(v, ast.Dict) and any(
+                        k is not None and _const(k) == "num_proc" and many(x) for k, x in zip(v.keys, v.values)):
+                    return True
+            elif isinstance(t, ast.Subscript) and dotted(t.value) in spread and _const(t.slice) == "num_proc" \
+                    and many(n.value):
+                return True
+    return False
+
+
+def _main_first_block(f: SourceFacts, stmt: ast.AST) -> tuple[ast.With | ast.AsyncWith, ast.Call] | None:
+    """The main-process-first block (see :data:`_MAIN_FIRST`) of the function that the statement is in, and its
+    context manager's call, or None."""
+    node = stmt
+    while id(node) in f.parents:
+        _b, _i, owner = f.parents[id(node)]
+        if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return None
+        if isinstance(owner, (ast.With, ast.AsyncWith)):
+            ctx = next((i.context_expr for i in owner.items if isinstance(i.context_expr, ast.Call)
+                        and _MAIN_FIRST.match(call_name(i.context_expr)[1])), None)
+            if ctx is not None:
+                return owner, ctx
+        node = owner
+    return None
 
 
 def _closing_barrier(f: SourceFacts, stmt: ast.If) -> ast.If | None:
@@ -4095,6 +4189,8 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
             if all(n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in _handler_names(handler)):
                 continue
             if any(isinstance(s, ast.Raise) for s in handler.body) or _handed_on(f, handler):
+                continue
+            if set(_handler_names(handler)) <= _RAISED_ALIKE.get(site.label.split("(")[0].rsplit(".", 1)[-1], set()):
                 continue
             if any(isinstance(n, ast.If) and _RUN_WIDE.search(ast.unparse(n.test))
                    and not (isinstance(n.test, ast.UnaryOp) and isinstance(n.test.op, ast.Not))

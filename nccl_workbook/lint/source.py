@@ -2591,7 +2591,7 @@ class SourceFacts:
                     # audiolm's `if self.is_main and not (steps % self.save_model_every): self.save(...)`: a branch
                     # taken on the main rank only is not where every rank goes next (its `else` is)
                     site = first(later.orelse if isinstance(later, ast.If)
-                                                 and self._on_main_only(later) else later)
+                                                 and self.on_main_only(later) else later)
                     if site is not None:
                         return site
                     if ends_group(later):
@@ -2708,7 +2708,7 @@ class SourceFacts:
                 return False
         return None
 
-    def _on_main_only(self, stmt: ast.If) -> bool:
+    def on_main_only(self, stmt: ast.If) -> bool:
         """Does the ``if`` hold on the main rank only: a test of the rank on the main side (:meth:`main_side`),
         alone or and-ed with other terms?"""
         if not self.rank_branch(stmt):

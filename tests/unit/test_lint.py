@@ -1634,6 +1634,26 @@ def test_a_parallel_dataset_pass_inside_main_process_first() -> None:
     assert "main_process_first()` (line 3)" in f.message and "wait_for_main" in f.fix
 
 
+def test_a_parallel_dataset_pass_handed_num_proc_by_kwargs_or_run_by_a_helper() -> None:
+    # LLaMA-Factory (round 76): the block calls a helper whose map() takes `num_proc` from `**kwargs`; TRL's
+    # SFTTrainer fills `map_kwargs["num_proc"]` before its block
+    head = "from accelerate import PartialState\n"
+    helper = head + ("def prep(ds, args):\n    kwargs = {}\n    if not args.streaming:\n"
+                     "        kwargs = dict(num_proc=NP)\n    return ds.map(tok, batched=True, **kwargs)\n"
+                     "def get(ds, args):\n    with PartialState().main_process_first():\n        ds = prep(ds, args)\n"
+                     "    return ds\n")
+    assert found(helper.replace("NP", "args.workers")) == [(9, "rank0-long-work-before-collective")]
+    [f] = lint_source(helper.replace("NP", "args.workers"))
+    assert f.message.startswith("prep() (which passes over the data set in worker processes: ds.map() at line 6)")
+    # a single process is no parallel pass; nor is a helper that does not hand the keywords on
+    assert found(helper.replace("NP", "1")) == []
+    assert found(helper.replace("NP", "args.workers").replace(", **kwargs", "")) == []
+    filled = head + ("def get(ds, args):\n    map_kwargs = {}\n    map_kwargs['num_proc'] = NP\n"
+                     "    with PartialState().main_process_first():\n        ds = ds.map(tok, **map_kwargs)\n")
+    assert found(filled.replace("NP", "args.dataset_num_proc")) == [(6, "rank0-long-work-before-collective")]
+    assert found(filled.replace("NP", "None")) == []
+
+
 def test_a_parallel_dataset_pass_between_barriers_on_opposite_ranks() -> None:
     # LongLoRA (issue 45, blind collection of stop 46): main-process-first written out as two barriers
     halves = HEAD + ("rank = int(os.environ.get('RANK', -1))\nif rank {}:\n    dist.barrier()\n"
@@ -5402,6 +5422,69 @@ def test_exceptions_raised_alike_on_every_rank_or_by_a_polled_queue(caught: str)
         """)
     assert found(src) == []
     assert found(src.replace(caught, "RuntimeError")) == [(9, "exception-on-one-rank")]
+
+
+def test_rank_only_work_inside_main_process_first_is_reported_once_where_it_is(tmp_path: Path) -> None:
+    # LLaMA-Factory (round 76): `save_to_disk` of the tokenized data under `should_save`, inside the data module's
+    # `main_process_first()` block. The others wait in the block's barrier, not at the trainer's next collective
+    # after `get_dataset()`: reported once, in data.py, not at each stage's call of get_dataset()
+    script = _project(tmp_path, {
+        "train.py": """\
+            from transformers import Trainer
+            from data import get_dataset
+            def run_sft(args, model):
+                ds = get_dataset(args)
+                trainer = Trainer(model=model, args=args, train_dataset=ds)
+                trainer.train()
+                trainer.save_model()
+            """,
+        "data.py": """\
+            def get_dataset(args):
+                with args.main_process_first(desc="pre-process dataset"):
+                    ds = load(args)
+                    if args.should_save:
+                        ds.save_to_disk(args.tokenized_path)
+                return ds
+            """,
+    })
+    # (a note here: a save, in files that say nothing of a large model)
+    hits = [(Path(f.path).name, f.line, f.message) for f in lint_paths([script]).with_notes
+            if f.rule.value == "rank0-long-work-before-collective"]
+    assert [h[:2] for h in hits] == [("data.py", 5)]
+    assert "inside `args.main_process_first()` (line 2), whose barrier the other ranks are in" in hits[0][2]
+    # work of the other ranks in the block runs after the main process has left it: no such message
+    (tmp_path / "data.py").write_text((tmp_path / "data.py").read_text().replace("if args.", "if not args."))
+    assert not any("whose barrier" in f.message for f in lint_paths([script]).with_notes)
+    # outside the block, the others go on to the trainer's collectives: reported at the call, as before
+    (tmp_path / "data.py").write_text(textwrap.dedent("""\
+        def get_dataset(args):
+            ds = load(args)
+            if args.should_save:
+                ds.save_to_disk(args.tokenized_path)
+            return ds
+        """))
+    assert [(Path(f.path).name, f.line) for f in lint_paths([script]).with_notes
+            if f.rule.value == "rank0-long-work-before-collective"] == [("train.py", 4)]
+
+
+def test_a_setting_check_of_get_state_dict_fails_alike_on_every_rank() -> None:
+    # the HF Trainer's save_model, copied by optimum-habana (round 33) and LLaMA-Factory's PPO trainer (round 76):
+    # Accelerate's get_state_dict raises ValueError under ZeRO-3 when the DeepSpeed configuration does not gather
+    # 16-bit weights, on every rank alike, and the handler saves the full checkpoint on every rank
+    src = textwrap.dedent("""\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        def save_model(model, args):
+            try:
+                state_dict = accelerator.get_state_dict(model)
+                if accelerator.is_main_process:
+                    accelerator.save(state_dict, args.out)
+            except CAUGHT:
+                model.save_checkpoint(args.out)
+        """)
+    assert [r for r in found(src.replace("CAUGHT", "ValueError")) if r[1] == "exception-on-one-rank"] == []
+    assert (8, "exception-on-one-rank") in found(src.replace("CAUGHT", "RuntimeError"))
+    assert (8, "exception-on-one-rank") in found(src.replace("CAUGHT", "(ValueError, OSError)"))
 
 
 def test_deleting_old_checkpoints_and_hard_link_copies_are_no_long_work() -> None:
