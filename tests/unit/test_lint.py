@@ -1530,6 +1530,10 @@ def test_round_eighteen_idioms(tmp_path: Path) -> None:
                     "        torch.cuda.empty_cache()\n        continue\n")
     assert found(retry.format("is_initialized()")) == []
     assert found(retry.format("args.strict")) == [(7, "exception-on-one-rank")]
+    # ProteinWorkshop (held-out round 78, missed): a raise in a run of one process only; in a distributed run the
+    # rank goes on (then exchanges a skip flag, while the others are still in the backward's all-reduce)
+    assert found(retry.format("'out of memory' not in str(e) and not is_initialized()")) == [(7, "exception-on-one-rank")]
+    assert found(retry.format("not is_initialized()")) == [(7, "exception-on-one-rank")]
     # contriever: a helper that evaluates `if is_main:`, called without is_main (True on every rank by default)
     (tmp_path / "beir_utils.py").write_text(
         "def evaluate_model(model, data, is_main=True):\n    if is_main:\n        return retriever.evaluate(data)\n")
