@@ -1130,7 +1130,7 @@ class _RankWalk:
             extra = " (under DeepSpeed every rank calls it; under FSDP only these ranks do)"
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
-            f"{site.label} runs only on the ranks where `{cond}` (line {line}) holds{extra}"))
+            f"{site.label} runs only on the ranks where `{cond}` (line {line}) holds{extra}", note=site.note))
 
     def region(self, stmts: list[ast.stmt], where: Where | None, *, after: ast.AST | None,
                function: ast.FunctionDef | ast.AsyncFunctionDef | None = None, then: Site | None = None) -> None:

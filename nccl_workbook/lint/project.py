@@ -53,6 +53,8 @@ _TARGET = re.compile(r"^\s*-?\s*_?target_?\s*:\s*['\"]?([A-Za-z_]\w*(?:\.[A-Za-z
 #: at most this many configuration files are read per script, each at most this many bytes
 MAX_CONFIG_FILES = 400
 MAX_CONFIG_BYTES = 256_000
+#: the launch mode an ``accelerate config`` file sets (YAML, or the JSON that ``accelerate config`` can write too)
+_DISTRIBUTED_TYPE = re.compile(r"""^\s*["']?distributed_type["']?\s*:\s*["']?([A-Z_]+)""", re.M)
 
 
 class Project:
@@ -78,6 +80,7 @@ class Project:
         self._additions: dict[Path, list[Path]] = {}
         self._class_index: tuple[int, dict[str, list[SourceFacts]]] | None = None
         self._targets: dict[Path, list[str]] = {}
+        self._accelerate: dict[Path, tuple[tuple[str, str], ...]] = {}
         self._given_index: tuple[int, dict[str, list[Path]]] | None = None
 
     def facts(self, path: Path, text: str | None = None) -> SourceFacts | None:
@@ -133,6 +136,37 @@ class Project:
                     found.append(module)
         self._targets[key] = found
         return found
+
+    def accelerate_configs(self, script: Path) -> tuple[tuple[str, str], ...]:
+        """The ``accelerate`` launch configurations a project ships beside the script, up to :data:`LEVELS_UP`
+        folders above it, or in a configuration folder there (Wonder3D's ``8gpu.yaml``, TangoFlux's
+        ``configs/accelerator_config.yaml``): each file's name and the ``distributed_type`` it sets, in order."""
+        key = script.resolve().parent
+        if key in self._accelerate:
+            return self._accelerate[key]
+        found: list[tuple[str, str]] = []
+        files: list[Path] = []
+        for folder in [key, *key.parents][:LEVELS_UP + 1]:
+            if any(p in _NEVER for p in folder.parts):
+                break
+            for where in [folder, *(folder / name for name in _CONFIG_DIRS),
+                          *(d for d in (folder.iterdir() if folder.is_dir() else ()) if "accelerate" in d.name.lower())]:
+                if where.is_dir():
+                    files += sorted(p for p in where.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+            if len(files) >= MAX_CONFIG_FILES:
+                break
+        for path in dict.fromkeys(files[:MAX_CONFIG_FILES]):
+            try:
+                if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
+                    continue
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            kind = _DISTRIBUTED_TYPE.search(text)
+            if kind is not None:
+                found.append((path.name, kind.group(1)))
+        self._accelerate[key] = tuple(found)
+        return self._accelerate[key]
 
     def include(self, paths: list[Path]) -> None:
         """Report the findings of these files too (the local files a script imports, see

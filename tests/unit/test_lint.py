@@ -5471,6 +5471,33 @@ def test_rank_only_work_inside_main_process_first_is_reported_once_where_it_is(t
             if f.rule.value == "rank0-long-work-before-collective"] == [("train.py", 4)]
 
 
+def test_accelerate_save_state_on_main_under_the_launch_configurations_a_project_ships(tmp_path: Path) -> None:
+    # Wonder3D (8gpu.yaml: MULTI_GPU, held-out round 56) and TangoFlux (configs/accelerator_config.yaml, JSON,
+    # round 74): save_state() on the main process is local under the DDP configurations they ship; LCM (issue 110)
+    # and diffusers (issue 2606) ship none and hung under the users' DeepSpeed configurations
+    script = _project(tmp_path, {"src/train.py": """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        for step, batch in enumerate(loader):
+            accelerator.backward(model(batch))
+            if accelerator.is_main_process:
+                accelerator.save_state(out)
+        """})
+
+    def reported() -> list[tuple[int, bool]]:
+        return [(f.line, bool(f.note)) for f in lint_paths([script]).with_notes
+                if f.rule.value == "collective-in-rank-branch"]
+    assert reported() == [(6, False)]
+    (tmp_path / "8gpu.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 8\n")
+    assert reported() == [(6, True)]
+    [note] = [f for f in lint_paths([script]).notes]
+    assert "8gpu.yaml, run MULTI_GPU" in note.message and "DeepSpeed or FSDP" in note.note
+    # one DeepSpeed configuration among them: a hazard again
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "ds.json").write_text('{\n  "distributed_type": "DEEPSPEED",\n  "num_processes": 8\n}\n')
+    assert reported() == [(6, False)]
+
+
 def test_a_setting_check_of_get_state_dict_fails_alike_on_every_rank() -> None:
     # the HF Trainer's save_model, copied by optimum-habana (round 33) and LLaMA-Factory's PPO trainer (round 76):
     # Accelerate's get_state_dict raises ValueError under ZeRO-3 when the DeepSpeed configuration does not gather
