@@ -146,13 +146,19 @@ class Project:
             return self._accelerate[key]
         found: list[tuple[str, str]] = []
         files: list[Path] = []
+        def entries(folder: Path) -> list[Path]:
+            try:
+                return sorted(folder.iterdir()) if folder.is_dir() else []
+            except OSError:   # a folder above the project that this user may enter but not list
+                return []
         for folder in [key, *key.parents][:LEVELS_UP + 1]:
             if any(p in _NEVER for p in folder.parts):
                 break
+            here = entries(folder)
             for where in [folder, *(folder / name for name in _CONFIG_DIRS),
-                          *(d for d in (folder.iterdir() if folder.is_dir() else ()) if "accelerate" in d.name.lower())]:
-                if where.is_dir():
-                    files += sorted(p for p in where.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+                          *(d for d in here if "accelerate" in d.name.lower())]:
+                files += [p for p in (here if where == folder else entries(where))
+                          if p.suffix in (".yaml", ".yml", ".json")]
             if len(files) >= MAX_CONFIG_FILES:
                 break
         for path in dict.fromkeys(files[:MAX_CONFIG_FILES]):

@@ -5492,6 +5492,17 @@ def test_accelerate_save_state_on_main_under_the_launch_configurations_a_project
     assert reported() == [(6, True)]
     [note] = [f for f in lint_paths([script]).notes]
     assert "8gpu.yaml, run MULTI_GPU" in note.message and "DeepSpeed or FSDP" in note.note
+    # a folder above the project that may be entered but not listed is passed over, not an error
+    real_iterdir = Path.iterdir
+
+    def iterdir(self: Path):  # type: ignore[no-untyped-def]
+        if self == tmp_path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_iterdir(self)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "iterdir", iterdir)
+        report = lint_paths([script])
+        assert not report.errors and [f.line for f in report.with_notes] == [6]
     # one DeepSpeed configuration among them: a hazard again
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "ds.json").write_text('{\n  "distributed_type": "DEEPSPEED",\n  "num_processes": 8\n}\n')
