@@ -3333,8 +3333,7 @@ def check_main_first(f: SourceFacts) -> list[RawFinding]:
     out: list[RawFinding] = []
     for node in f.nodes:
         if isinstance(node, (ast.With, ast.AsyncWith)):
-            ctx = next((i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)
-                        and _MAIN_FIRST.match(call_name(i.context_expr)[1])), None)
+            ctx = _main_first_call(node)
             if ctx is None:
                 continue
             body, block = node.body, f"inside `{dotted(ctx.func)}()` (line {node.lineno})"
@@ -3427,13 +3426,16 @@ def _main_first_block(f: SourceFacts, stmt: ast.AST) -> tuple[ast.With | ast.Asy
         _b, _i, owner = f.parents[id(node)]
         if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             return None
-        if isinstance(owner, (ast.With, ast.AsyncWith)):
-            ctx = next((i.context_expr for i in owner.items if isinstance(i.context_expr, ast.Call)
-                        and _MAIN_FIRST.match(call_name(i.context_expr)[1])), None)
-            if ctx is not None:
-                return owner, ctx
+        if isinstance(owner, (ast.With, ast.AsyncWith)) and (ctx := _main_first_call(owner)) is not None:
+            return owner, ctx
         node = owner
     return None
+
+
+def _main_first_call(node: ast.With | ast.AsyncWith) -> ast.Call | None:
+    """The call of a ``with`` statement's context manager that runs its body on the main process first, or None."""
+    return next((i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)
+                 and _MAIN_FIRST.match(call_name(i.context_expr)[1])), None)
 
 
 def _closing_barrier(f: SourceFacts, stmt: ast.If) -> ast.If | None:
