@@ -33,7 +33,8 @@ def _rank(rank: int, init: str, through_ddp: bool, out: multiprocessing.Queue) -
         dist.barrier()
         out.put((rank, "ok"))
     except RuntimeError as e:
-        out.put((rank, "timeout" if "imed out" in str(e) else str(e)[:200]))
+        # a rank whose peer timed out first and left sees the connection close instead (a loaded machine)
+        out.put((rank, "timeout" if "imed out" in str(e) else "peer left" if "closed by peer" in str(e) else str(e)[:200]))
     finally:
         dist.destroy_process_group()
 
@@ -45,5 +46,7 @@ def _run(tmp_path: Path, through_ddp: bool) -> dict[int, str]:
 @pytest.mark.timeout(120)
 def test_a_rank0_backward_through_the_bare_module_reduces_nothing(tmp_path: Path) -> None:
     assert _run(tmp_path, through_ddp=False) == {0: "ok", 1: "ok"}
-    # through the wrapper: rank 0's extra all-reduce pairs with the others' next one, and at the end both time out
-    assert _run(tmp_path, through_ddp=True) == {0: "timeout", 1: "timeout"}
+    # through the wrapper: rank 0's extra all-reduce pairs with the others' next one, and at the end both wait until
+    # a timeout: each times out, or one does and leaves, which closes the other's connection (CI, 70b0822)
+    got = _run(tmp_path, through_ddp=True)
+    assert sorted(got) == [0, 1] and set(got.values()) <= {"timeout", "peer left"} and "timeout" in got.values(), got
