@@ -4164,9 +4164,125 @@ def _asks_the_group_next(f: SourceFacts, node: ast.Try) -> bool:
                and f.resolves_to_dist(call_name(c)[0]) for c in walk_local(nxt))
 
 
+def _teardown_in(f: SourceFacts, stmts: list[ast.stmt], depth: int = 2) -> str | None:
+    """How a block ends the process group: ``dist.destroy_process_group() (line 12)``, or through a function of the
+    file or the project (OLMo-core's ``teardown_training_environment()``), ``depth`` calls deep; None when it does
+    not, or when it leaves the process or aborts the group first (``os._exit(1)``, ``_abort_process_group()``)."""
+    for s in stmts:
+        for n in walk_local(s):
+            if not isinstance(n, ast.Call):
+                continue
+            name = call_name(n)[1]
+            if _EXITS.match(dotted(n.func)) or "abort" in name.lower():
+                return None
+            if name == "destroy_process_group":
+                return f"{dotted(n.func)}() at line {n.lineno}"
+            callee = _callee(f, n) if depth else None
+            if callee is not None and any(_teardown_in(callee[0], fn.body, depth - 1) is not None
+                                          for fn in callee[0].functions.get(callee[1], [])):
+                return f"{dotted(n.func)}() at line {n.lineno}, which calls destroy_process_group()"
+    return None
+
+
+def _runs_training(f: SourceFacts, stmts: list[ast.stmt], depth: int = 1) -> str | None:
+    """What in a block runs the job's collectives, said for a message: a collective, a training step, a trainer's
+    ``fit``/``train``, or a function of the file or the project that does one of these, ``depth`` calls deep
+    (OLMo-core's ``train(config)``, whose last line is ``trainer.fit()``)."""
+    site = f.first_collective(stmts)
+    if site is not None:
+        return f"{site.label} at {site.at}"
+    for s in stmts:
+        for n in walk_local(s):
+            if not isinstance(n, ast.Call):
+                continue
+            recv, name = call_name(n)
+            if (_STEP_CALL.search(name) or name in ("train", "fit") and re.search(r"(?i)trainer$", recv)) \
+                    and not _drives_ray(f):
+                return f"{dotted(n.func)}() at line {n.lineno}"
+            callee = _callee(f, n) if depth else None
+            if callee is None:
+                continue
+            for fn in callee[0].functions.get(callee[1], []):
+                inner = _runs_training(callee[0], fn.body, depth - 1)
+                if inner is not None:
+                    where = "" if callee[0] is f else f" of {Path(callee[0].path).name}"
+                    return f"{dotted(n.func)}() at line {n.lineno}, which runs {inner}{where}"
+    return None
+
+
+def _drives_ray(f: SourceFacts) -> bool:
+    """Does the file import Ray? Then a step named in it may run in Ray actors, each with its own group
+    (open-instruct's GRPO driver: ``one_training_step`` sends the work to the learners), not in this process."""
+    return any(m == "ray" or m.startswith("ray.") for m in [*f.modules.values(), *f.imported.values()])
+
+
+def _finally_line(f: SourceFacts, node: ast.Try) -> int:
+    """The line of a try's ``finally:`` (the tree has no node for the keyword)."""
+    before = max(x.end_lineno or x.lineno for x in [*node.body, *node.handlers, *node.orelse])
+    for line in range(before + 1, node.finalbody[0].lineno):
+        if 0 < line <= len(f.lines) and f.lines[line - 1].lstrip().startswith("finally"):
+            return line
+    return before + 1
+
+
+_TEARDOWN_WHY = ("with NCCL the teardown waits for the other ranks (torch PR 122358: \"improper destruction can lead "
+                 "to hangs\"), which have gone on to their next collective: the failing rank neither joins them nor "
+                 "exits, so torchrun, which stops the job when a rank's process ends, never sees it fail, and every "
+                 "rank waits until the process-group timeout")
+_TEARDOWN_FIX = ("destroy the process group on the success path only (after the training call returns, not in "
+                 "`finally:`), and let an exception end the process so that torchrun stops the others at once; or "
+                 "wrap the training in `with nccl_workbook.fixes.FailFast():`, which tells the others and leaves "
+                 "the group before re-raising")
+
+
+def _group_of_one(f: SourceFacts, node: ast.AST) -> bool:
+    """Does the function around ``node`` make a group of one process (``init_process_group("gloo",
+    store=dist.HashStore(), rank=0, world_size=1)``, the workbook's own warm-up)? Nobody waits for it."""
+    scope = f.enclosing_function(node) or f.tree
+    return any(isinstance(n, ast.Call) and call_name(n)[1] == "init_process_group" and any(
+        k.arg == "world_size" and _const(k.value) == 1 for k in n.keywords) for n in walk_local(scope))
+
+
+def _teardown_on_failure(f: SourceFacts) -> list[RawFinding]:
+    """OLMo-core (PR 380, collected blind in stop 49): ``try: train(config)`` / ``finally:
+    teardown_training_environment()``, which calls ``dist.destroy_process_group()``. When one rank raises, its
+    ``finally`` tears the group down while the others are on their way to the next collective: with NCCL the
+    teardown waits for them, so the failing process stays alive and the job sits for the whole timeout ("The job
+    ended within a few seconds after the error as opposed to 30 mins"). The same in an ``except`` that tears down
+    and then re-raises. A handler that swallows the exception is the check's other finding."""
+    out: list[RawFinding] = []
+    for node in f.nodes:
+        if not isinstance(node, ast.Try):
+            continue
+        blocks: list[tuple[int, str, list[ast.stmt]]] = []
+        if node.finalbody and all(any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers):
+            blocks.append((_finally_line(f, node), "finally:", node.finalbody))
+        for handler in node.handlers:
+            if handler.body and isinstance(handler.body[-1], ast.Raise) and not all(
+                    n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in _handler_names(handler)):
+                blocks.append((handler.lineno, f"except {', '.join(_handler_names(handler))}:", handler.body[:-1]))
+        if not blocks or _group_of_one(f, node) or any(isinstance(w, (ast.With, ast.AsyncWith)) and any(
+                isinstance(i.context_expr, ast.Call) and call_name(i.context_expr)[1] == "FailFast" for i in w.items)
+                for s in node.body for w in walk_local(s)):
+            continue
+        for line, clause, block in blocks:
+            teardown = _teardown_in(f, block)
+            if teardown is None:
+                continue
+            work = _runs_training(f, node.body)
+            if work is None:
+                break
+            out.append(RawFinding(
+                Rule.EXCEPTION_ON_ONE_RANK, line,
+                f"`{clause}` tears the process group down ({teardown}) also when this rank alone fails in the try, "
+                f"which runs {work}",
+                why=_TEARDOWN_WHY, fix=_TEARDOWN_FIX))
+    return out
+
+
 def check_exceptions(f: SourceFacts) -> list[RawFinding]:
     """``exception-on-one-rank``: a handler around a collective or a training step that lets the rank go on."""
-    out: list[RawFinding] = _retried_steps(f)
+    out: list[RawFinding] = _retried_steps(f) + _teardown_on_failure(f)
     for node in f.nodes:
         if not isinstance(node, ast.Try) or not node.handlers:
             continue

@@ -858,6 +858,8 @@ class SourceFacts:
         #: every node of the tree, in ``ast.walk``'s order (breadth first: the passes over the file's
         #: assignments take them in this order): walked once here, read by every check
         self.nodes: list[ast.AST] = list(ast.walk(tree))
+        #: the file's lines, where it was parsed from text (for a keyword the tree has no node of: ``finally:``)
+        self.lines: list[str] = []
         self._index()
 
     def _index_payloads(self, assigns: list[ast.Assign], saves: list[ast.Call]) -> None:
@@ -890,6 +892,7 @@ class SourceFacts:
         facts.shard_modes = frozenset(m for m, words in SHARDING_MODES.items() if facts.big_model and words.search(text))
         facts.partitioned = bool(_PARTITIONED.search(text))
         facts.cpu_barriers = bool(_CPU_BARRIER.search(text))
+        facts.lines = text.splitlines()
         return facts
 
     # -- indexing ---------------------------------------------------------------------------------------

@@ -5884,3 +5884,46 @@ def test_code_only_a_single_process_run_reaches_is_not_a_hazard(tmp_path: Path) 
         (tmp_path / "train.py").write_text(script.replace("if RANK == -1 and batch_size == -1:", guard))
         found = [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings]
         assert found == expected, guard
+
+
+def test_teardown_on_the_failure_path(tmp_path: Path) -> None:
+    # OLMo-core (PR 380, collected blind in stop 49): the process group torn down in a `finally:` around training,
+    # through a function of another file; a rank that raises blocks in the NCCL teardown instead of exiting
+    (tmp_path / "env.py").write_text(
+        "import torch.distributed as dist\ndef teardown():\n    if dist.is_initialized():\n"
+        "        dist.destroy_process_group()\n")
+    script = ("from env import teardown\ndef train(trainer):\n    trainer.fit()\n\ndef main(trainer):\n"
+              "    try:\n        train(trainer)\n    {}\n        teardown()\n")
+    from nccl_workbook.lint import lint_paths
+
+    def lint(clause: str) -> list[tuple[int, str]]:
+        (tmp_path / "train.py").write_text(script.format(clause))
+        return [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings]
+    assert lint("finally:") == [(8, "exception-on-one-rank")]
+    message = lint_paths([tmp_path / "train.py"]).findings[0].message
+    assert "teardown() at line 9, which calls destroy_process_group()" in message
+    assert "train() at line 7, which runs trainer.fit() at line 3" in message
+    # the same in a handler that tears down and re-raises (generative-recommenders' `cleanup(); raise`)
+    (tmp_path / "train.py").write_text(script.format("except Exception:").rstrip("\n") + "\n        raise\n")
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings] == [
+        (8, "exception-on-one-rank")]
+    # the teardown on the success path only, or after leaving the process, is no hazard
+    (tmp_path / "train.py").write_text(script.format("finally:").replace("        teardown()", "        os._exit(1)\n"
+                                                                          "        teardown()"))
+    assert [f for f in lint_paths([tmp_path / "train.py"]).findings] == []
+    (tmp_path / "train.py").write_text(script.format("finally:").replace("    try:\n        train(trainer)\n"
+                                                                         "    finally:\n", "    train(trainer)\n"
+                                                                         "    if True:\n"))
+    assert lint_paths([tmp_path / "train.py"]).findings == ()
+    # nor a try that runs no training (a spawn in the parent process), nor one inside nccl_workbook's FailFast guard
+    assert found(HEAD + "try:\n    mp.spawn(worker, nprocs=2)\nfinally:\n    dist.destroy_process_group()\n") == []
+    assert found(HEAD + "try:\n    train_step(model)\nfinally:\n    dist.destroy_process_group()\n") == [
+        (5, "exception-on-one-rank")]
+    assert found(HEAD + "try:\n    with FailFast():\n        train_step(model)\nfinally:\n"
+                 "    dist.destroy_process_group()\n") == []
+    # a group of one process (the workbook's own warm-up) keeps nobody waiting
+    assert found(HEAD + "def warm_up():\n    dist.init_process_group('gloo', rank=0, world_size=1)\n    try:\n"
+                 "        train_step(model)\n    finally:\n        dist.destroy_process_group()\n") == []
+    # a finally: after a comment line still points at the keyword
+    assert found(HEAD + "try:\n    train_step(model)\n# done\nfinally:\n    dist.destroy_process_group()\n") == [
+        (6, "exception-on-one-rank")]
