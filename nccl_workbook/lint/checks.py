@@ -1128,6 +1128,12 @@ class _RankWalk:
         extra = ""
         if site.kind == "gathers shards" and _sharded_term(self.f, call, line) == "deepspeed":
             extra = " (under DeepSpeed every rank calls it; under FSDP only these ranks do)"
+        guard = _if_at(self.f, line)
+        kept = sorted({n.id for n in ast.walk(guard.test) if isinstance(n, ast.Name) and n.id in self.f.rank_diverged
+                       and self.f.rank_diverged[n.id][1] is self.f.enclosing_function(guard)} if guard is not None else ())
+        if kept:
+            extra += "".join(f" (`{k}` is updated on some ranks only, at line {self.f.rank_diverged[k][0]}: from then on "
+                             f"each rank compares with a value of its own)" for k in kept)
         self.out.append(RawFinding(
             Rule.COLLECTIVE_IN_RANK_BRANCH, site.line,
             f"{site.label} runs only on the ranks where `{cond}` (line {line}) holds{extra}", note=site.note))

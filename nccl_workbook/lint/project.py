@@ -55,6 +55,30 @@ MAX_CONFIG_FILES = 400
 MAX_CONFIG_BYTES = 256_000
 #: the launch mode an ``accelerate config`` file sets (YAML, or the JSON that ``accelerate config`` can write too)
 _DISTRIBUTED_TYPE = re.compile(r"""^\s*["']?distributed_type["']?\s*:\s*["']?([A-Z_]+)""", re.M)
+#: the ZeRO stage a DeepSpeed launch configuration sets, in the accelerate file or the DeepSpeed file it names
+_ZERO_STAGE = re.compile(r"""^\s*["']?(?:zero_)?stage["']?\s*:\s*["']?(\d)""", re.M)
+_DEEPSPEED_FILE = re.compile(r"""^\s*["']?deepspeed_config_file["']?\s*:\s*["']?([^"'\s#]+)""", re.M)
+
+
+def _zero_stage(path: Path, text: str) -> int | None:
+    """The ZeRO stage of an accelerate DeepSpeed configuration: its ``zero_stage:``, or the ``stage`` of the DeepSpeed
+    file its ``deepspeed_config_file:`` names (relative to the folder ``accelerate launch`` runs in: looked for from
+    the configuration's folder up); None when neither can be read."""
+    own = _ZERO_STAGE.search(text)
+    if own is not None:
+        return int(own.group(1))
+    named = _DEEPSPEED_FILE.search(text)
+    if named is None:
+        return None
+    for folder in [path.parent, *path.parent.parents][:LEVELS_UP + 2]:
+        other = folder / named.group(1)
+        try:
+            if other.is_file() and other.stat().st_size <= MAX_CONFIG_BYTES:
+                stage = _ZERO_STAGE.search(other.read_text(errors="replace"))
+                return int(stage.group(1)) if stage is not None else None
+        except OSError:
+            continue
+    return None
 
 
 class Project:
@@ -80,7 +104,7 @@ class Project:
         self._additions: dict[Path, list[Path]] = {}
         self._class_index: tuple[int, dict[str, list[SourceFacts]]] | None = None
         self._targets: dict[Path, list[str]] = {}
-        self._accelerate: dict[Path, tuple[tuple[str, str], ...]] = {}
+        self._accelerate: dict[Path, tuple[tuple[str, str, int | None], ...]] = {}
         self._given_index: tuple[int, dict[str, list[Path]]] | None = None
 
     def facts(self, path: Path, text: str | None = None) -> SourceFacts | None:
@@ -137,14 +161,16 @@ class Project:
         self._targets[key] = found
         return found
 
-    def accelerate_configs(self, script: Path) -> tuple[tuple[str, str], ...]:
+    def accelerate_configs(self, script: Path) -> tuple[tuple[str, str, int | None], ...]:
         """The ``accelerate`` launch configurations a project ships beside the script, up to :data:`LEVELS_UP`
-        folders above it, or in a configuration folder there (Wonder3D's ``8gpu.yaml``, TangoFlux's
-        ``configs/accelerator_config.yaml``): each file's name and the ``distributed_type`` it sets, in order."""
+        folders above it, or in a configuration folder there or one folder below it (Wonder3D's ``8gpu.yaml``,
+        TangoFlux's ``configs/accelerator_config.yaml``, InternVLA-M1's ``config/deepseeds/zero2.yaml``): each file's
+        name, the ``distributed_type`` it sets and, for DeepSpeed, the ZeRO stage (its own ``zero_stage``, or the
+        ``stage`` of the DeepSpeed file it names; None when neither says), in order."""
         key = script.resolve().parent
         if key in self._accelerate:
             return self._accelerate[key]
-        found: list[tuple[str, str]] = []
+        found: list[tuple[str, str, int | None]] = []
         files: list[Path] = []
         def entries(folder: Path) -> list[Path]:
             try:
@@ -157,8 +183,11 @@ class Project:
             here = entries(folder)
             for where in [folder, *(folder / name for name in _CONFIG_DIRS),
                           *(d for d in here if "accelerate" in d.name.lower())]:
-                files += [p for p in (here if where == folder else entries(where))
-                          if p.suffix in (".yaml", ".yml", ".json")]
+                listed = here if where == folder else entries(where)
+                files += [p for p in listed if p.suffix in (".yaml", ".yml", ".json")]
+                if where != folder:
+                    files += [p for sub in listed if sub.is_dir() for p in entries(sub)
+                              if p.suffix in (".yaml", ".yml", ".json")]
             if len(files) >= MAX_CONFIG_FILES:
                 break
         for path in dict.fromkeys(files[:MAX_CONFIG_FILES]):
@@ -170,7 +199,7 @@ class Project:
                 continue
             kind = _DISTRIBUTED_TYPE.search(text)
             if kind is not None:
-                found.append((path.name, kind.group(1)))
+                found.append((path.name, kind.group(1), _zero_stage(path, text) if kind.group(1) == "DEEPSPEED" else None))
         self._accelerate[key] = tuple(found)
         return self._accelerate[key]
 

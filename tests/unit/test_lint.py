@@ -5491,7 +5491,7 @@ def test_accelerate_save_state_on_main_under_the_launch_configurations_a_project
     (tmp_path / "8gpu.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 8\n")
     assert reported() == [(6, True)]
     [note] = [f for f in lint_paths([script]).notes]
-    assert "8gpu.yaml, run MULTI_GPU" in note.message and "DeepSpeed or FSDP" in note.note
+    assert "8gpu.yaml, run MULTI_GPU" in note.message and "or FSDP configuration they are collectives" in note.note
     # a folder above the project that may be entered but not listed is passed over, not an error
     real_iterdir = Path.iterdir
 
@@ -5506,6 +5506,46 @@ def test_accelerate_save_state_on_main_under_the_launch_configurations_a_project
     # one DeepSpeed configuration among them: a hazard again
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "ds.json").write_text('{\n  "distributed_type": "DEEPSPEED",\n  "num_processes": 8\n}\n')
+    assert reported() == [(6, False)]
+
+
+def test_get_state_dict_on_main_under_the_zero_stage_a_project_ships(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # InternVLA-M1 (held-out round 80): Accelerator(deepspeed_plugin=DeepSpeedPlugin()), launched with
+    # config/deepseeds/deepspeed_zero2.yaml, which names ds_config.yaml (ZeRO stage 2): get_state_dict() on the main
+    # process copies whole parameters locally; under ZeRO-3 it gathers them, a collective of every rank
+    # (the search stops at the project's root: the folders above it hold other tests', named *accelerate*)
+    from nccl_workbook.lint import project
+    monkeypatch.setattr(project, "LEVELS_UP", 2)
+    script = _project(tmp_path, {"InternVLA/training/train.py": """\
+        from accelerate import Accelerator, DeepSpeedPlugin
+        accelerator = Accelerator(deepspeed_plugin=DeepSpeedPlugin())
+        for step, batch in enumerate(loader):
+            accelerator.backward(model(batch))
+            if accelerator.is_main_process:
+                torch.save(accelerator.get_state_dict(model), out)
+            accelerator.wait_for_everyone()
+        """})
+    configs = tmp_path / "InternVLA" / "config" / "deepseeds"
+    configs.mkdir(parents=True)
+
+    def reported() -> list[tuple[int, bool]]:
+        return [(f.line, bool(f.note)) for f in lint_paths([script]).with_notes
+                if f.rule.value == "collective-in-rank-branch"]
+    assert reported() == [(6, False)]
+    (configs / "deepspeed_zero2.yaml").write_text(
+        'deepspeed_config:\n  deepspeed_config_file: "./InternVLA/config/deepseeds/ds_config.yaml"\n'
+        "distributed_type: DEEPSPEED\nnum_processes: 8\n")
+    assert reported() == [(6, False)]   # the DeepSpeed file it names is not there: the stage is unknown
+    (configs / "ds_config.yaml").write_text('{\n  "zero_optimization": {\n    "stage": 2,\n    "overlap_comm": true\n  }\n}\n')
+    assert reported() == [(6, True)]
+    [note] = lint_paths([script]).notes
+    assert "deepspeed_zero2.yaml, run DEEPSPEED (ZeRO-2)" in note.message
+    # a ZeRO-3 configuration among them, or a script that picks ZeRO-3 itself: a hazard again
+    (configs / "zero3.yaml").write_text("deepspeed_config:\n  zero_stage: 3\ndistributed_type: DEEPSPEED\n")
+    assert reported() == [(6, False)]
+    (configs / "zero3.yaml").unlink()
+    script.write_text(script.read_text().replace("DeepSpeedPlugin()", "DeepSpeedPlugin(zero_stage=3)"))
     assert reported() == [(6, False)]
 
 
@@ -5927,3 +5967,37 @@ def test_teardown_on_the_failure_path(tmp_path: Path) -> None:
     # a finally: after a comment line still points at the keyword
     assert found(HEAD + "try:\n    train_step(model)\n# done\nfinally:\n    dist.destroy_process_group()\n") == [
         (6, "exception-on-one-rank")]
+
+
+def test_a_result_given_on_rank_zero_only_by_another_file(tmp_path: Path) -> None:
+    # AlgoPerf (PR 251, collected blind in stop 50): get_log_dir returns nothing off rank 0; its result is handed down
+    # two functions, and `if log_dir is not None:` saves a checkpoint whose barrier only rank 0 then reaches
+    utils = ("import os\nRANK = int(os.environ['RANK'])\ndef get_log_dir(root):\n    {}\n        return\n"
+             "    return os.path.join(root, 'run')\n")
+    (tmp_path / "train.py").write_text(
+        "import torch.distributed as dist\nimport logger_utils\ndef save_checkpoint(path):\n    dist.barrier()\n\n"
+        "def train_once(workload, log_dir=None):\n    for step in range(9):\n        dist.all_reduce(t)\n"
+        "        if log_dir is not None:\n            save_checkpoint(log_dir)\n\n"
+        "def score(workload, log_dir):\n    return train_once(workload, log_dir)\n\n"
+        "def main():\n    logging_dir_path = logger_utils.get_log_dir('/tmp')\n    score(None, logging_dir_path)\n")
+    from nccl_workbook.lint import lint_paths
+
+    def lint(guard: str) -> list[tuple[int, str]]:
+        (tmp_path / "logger_utils.py").write_text(utils.format(guard))
+        return [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings]
+    assert lint("if RANK != 0:") == [(10, "collective-in-rank-branch")]
+    # a guard that holds on every rank alike gives the same answer everywhere
+    assert lint("if root is None:") == []
+
+
+def test_a_running_best_kept_on_rank_zero_only() -> None:
+    # t5_11 (pytorch issue 77562, collected blind in stop 50): best_val_loss updated under `if rank == 0 and ...` in the
+    # epoch loop; the save branch every rank tests around the FSDP full state dict compares with it
+    src = HEAD + ("rank = dist.get_rank()\nbest_val_loss = float('inf')\nfor epoch in range(9):\n"
+                  "    curr_val_loss = validation(model)\n    if curr_val_loss < best_val_loss:\n        dist.barrier()\n"
+                  "    if rank == 0 and curr_val_loss < best_val_loss:\n        best_val_loss = curr_val_loss\n")
+    assert found(src) == [(8, "collective-in-rank-branch")]
+    assert "`best_val_loss` is updated on some ranks only, at line 10" in lint_source(src)[0].message
+    # agreed after the update (broadcast from rank 0), or kept on every rank: every rank compares alike
+    assert found(src + "    dist.broadcast(best_val_loss, src=0)\n") == []
+    assert found(src.replace("rank == 0 and ", "")) == []

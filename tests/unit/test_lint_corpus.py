@@ -31,8 +31,9 @@ def test_manifest_names_sources_and_known_rules() -> None:
     assert set(corpus.RULES) == rules
     for case in CASES:
         # a script is Python; a file beside it may also be a configuration the lint reads for the modules it
-        # names (bio-diffusion's Hydra `_target_:` files, stop 46)
-        kinds = (".py", ".yaml", ".yml") if case.get("context_for") else (".py",)
+        # names (bio-diffusion's Hydra `_target_:` files, stop 46) or for how it is launched (an accelerate or
+        # DeepSpeed configuration, YAML or JSON: InternVLA-M1's, stop 50)
+        kinds = (".py", ".yaml", ".yml", ".json") if case.get("context_for") else (".py",)
         assert case["file"].endswith(kinds) and len(case["sha256"]) == 64, case["file"]
         assert case["source"] in ("repository", "issue-snippet", "excerpt"), case["file"]
         if case["source"] == "repository":
