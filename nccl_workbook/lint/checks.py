@@ -4171,7 +4171,7 @@ def _asks_the_group_next(f: SourceFacts, node: ast.Try) -> bool:
 
 
 def _teardown_in(f: SourceFacts, stmts: list[ast.stmt], depth: int = 2) -> str | None:
-    """How a block ends the process group: ``dist.destroy_process_group() (line 12)``, or through a function of the
+    """How a block ends the process group: ``dist.destroy_process_group() at line 12``, or through a function of the
     file or the project (OLMo-core's ``teardown_training_environment()``), ``depth`` calls deep; None when it does
     not, or when it leaves the process or aborts the group first (``os._exit(1)``, ``_abort_process_group()``)."""
     for s in stmts:
