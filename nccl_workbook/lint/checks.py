@@ -4170,6 +4170,11 @@ def _asks_the_group_next(f: SourceFacts, node: ast.Try) -> bool:
                and f.resolves_to_dist(call_name(c)[0]) for c in walk_local(nxt))
 
 
+#: a call that aborts the communicators (non-blocking), not one that aborts something else first (Megatron-Bridge's
+#: `_abort_async_checkpoint_worker()` before its orderly destroy, PR 5283, collected blind in stop 50)
+_ABORTS_GROUP = re.compile(r"(?i)^_?abort$|abort\w*(process_group|group|pg|comm|nccl|distributed)")
+
+
 def _teardown_in(f: SourceFacts, stmts: list[ast.stmt], depth: int = 2) -> str | None:
     """How a block ends the process group: ``dist.destroy_process_group() at line 12``, or through a function of the
     file or the project (OLMo-core's ``teardown_training_environment()``), ``depth`` calls deep; None when it does
@@ -4179,7 +4184,7 @@ def _teardown_in(f: SourceFacts, stmts: list[ast.stmt], depth: int = 2) -> str |
             if not isinstance(n, ast.Call):
                 continue
             name = call_name(n)[1]
-            if _EXITS.match(dotted(n.func)) or "abort" in name.lower():
+            if _EXITS.match(dotted(n.func)) or _ABORTS_GROUP.search(name):
                 return None
             if name == "destroy_process_group":
                 return f"{dotted(n.func)}() at line {n.lineno}"

@@ -5961,6 +5961,11 @@ def test_teardown_on_the_failure_path(tmp_path: Path) -> None:
         (5, "exception-on-one-rank")]
     assert found(HEAD + "try:\n    with FailFast():\n        train_step(model)\nfinally:\n"
                  "    dist.destroy_process_group()\n") == []
+    # aborting the communicators first does not wait for the others; aborting something else first still does
+    # (Megatron-Bridge PR 5283, collected blind in stop 50: `_abort_async_checkpoint_worker()`, then the destroy)
+    teardown = HEAD + "try:\n    train_step(model)\nfinally:\n    {}()\n    dist.destroy_process_group()\n"
+    assert found(teardown.format("dist.distributed_c10d._abort_process_group")) == []
+    assert found(teardown.format("_abort_async_checkpoint_worker")) == [(5, "exception-on-one-rank")]
     # a group of one process (the workbook's own warm-up) keeps nobody waiting
     assert found(HEAD + "def warm_up():\n    dist.init_process_group('gloo', rank=0, world_size=1)\n    try:\n"
                  "        train_step(model)\n    finally:\n        dist.destroy_process_group()\n") == []
