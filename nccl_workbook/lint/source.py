@@ -38,7 +38,7 @@ import ast
 import contextvars
 import re
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Set
+from collections.abc import Callable, Container, Iterable, Iterator, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -1071,18 +1071,9 @@ class SourceFacts:
         for node in self.nodes:
             if not (isinstance(node, ast.Call) and self.rank_results):
                 continue
-            recv, name = call_name(node)
-            defs = self.functions.get(name, []) if recv in ("", "self", "cls") and name not in self.imported else []
-            for fn in defs[:1]:
-                params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-                params = params[1:] if recv and params[:1] in (["self"], ["cls"]) else params
-                handed = [(params[i], dotted(a)) for i, a in enumerate(node.args[:len(params)])
-                          if isinstance(a, (ast.Name, ast.Attribute)) and dotted(a) in self.rank_results]
-                handed += [(kw.arg, dotted(kw.value)) for kw in node.keywords if kw.arg
-                           and isinstance(kw.value, (ast.Name, ast.Attribute)) and dotted(kw.value) in self.rank_results]
-                for param, given in handed:
-                    if param not in on_all:
-                        self.rank_results.setdefault(param, self.rank_results[given])
+            for param, given in self._params_handed(node, self.rank_results):
+                if param not in on_all:
+                    self.rank_results.setdefault(param, self.rank_results[given])
         self.rank_objects |= self.rank_results.keys()
 
     def _none_off_rank(self, call: ast.Call) -> bool:
@@ -1116,6 +1107,19 @@ class SourceFacts:
                 block, i, _owner = self.parents.get(id(node), ([], 0, None))
                 other = consts(block[max(0, i - 3):i])
             self.rank_flags.update(n for n, v in taken.items() if n in other and other[n] is not v)
+
+    def _params_handed(self, call: ast.Call, names: Container[str]) -> list[tuple[str, str]]:
+        """(parameter, name) for each of ``names`` the call hands to a function of this file, by position or keyword."""
+        recv, name = call_name(call)
+        defs = self.functions.get(name, []) if recv in ("", "self", "cls") and name not in self.imported else []
+        if not defs:
+            return []
+        params = [a.arg for a in defs[0].args.posonlyargs + defs[0].args.args]
+        params = params[1:] if recv and params[:1] in (["self"], ["cls"]) else params
+        handed = [(params[i], dotted(a)) for i, a in enumerate(call.args[:len(params)])
+                  if isinstance(a, (ast.Name, ast.Attribute)) and dotted(a) in names]
+        return handed + [(kw.arg, dotted(kw.value)) for kw in call.keywords if kw.arg
+                         and isinstance(kw.value, (ast.Name, ast.Attribute)) and dotted(kw.value) in names]
 
     def _agreed_in(self, fn: ast.AST | None, name: str) -> bool:
         """Is ``name`` handed to a collective in the function (``dist.broadcast(best, src=0)``), so that every rank
@@ -1185,17 +1189,8 @@ class SourceFacts:
             for _ in range(3):
                 grown = False
                 for node in self.nodes if out else ():
-                    if not isinstance(node, ast.Call):
-                        continue
-                    recv, name = call_name(node)
-                    defs = self.functions.get(name, []) if recv in ("", "self", "cls") and name not in self.imported else []
-                    for fn in defs[:1]:
-                        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-                        params = params[1:] if recv and params[:1] in (["self"], ["cls"]) else params
-                        handed = {params[i] for i, a in enumerate(node.args[:len(params)])
-                                  if isinstance(a, ast.Name) and a.id in out}
-                        handed |= {kw.arg for kw in node.keywords
-                                   if kw.arg and isinstance(kw.value, ast.Name) and kw.value.id in out}
+                    if isinstance(node, ast.Call):
+                        handed = {param for param, _given in self._params_handed(node, out)}
                         grown |= bool(handed - out)
                         out |= handed
                 if not grown:
