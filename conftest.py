@@ -45,7 +45,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     if any(type(i).__name__ == "IPyNbCell" or "/tests/dist/" in str(i.path) for i in session.items):
-        cluster = RankCluster(n_ranks=4).start()
+        # started by every xdist worker at once, right after a fresh install: 12 engines importing torch on 2 cores
+        # with a cold page cache took over the default 90 s in a fresh-clone CI run of stop 50 (the worker crashed)
+        cluster = RankCluster(n_ranks=4, engine_timeout_s=240).start()
         _shared.append(cluster)
         os.environ[SHARED_ENV] = cluster.share_spec
 
