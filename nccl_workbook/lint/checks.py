@@ -4035,6 +4035,19 @@ def _stop_iteration_from_getitem(f: SourceFacts) -> list[RawFinding]:
 
 # -- exceptions -------------------------------------------------------------------------------------------
 
+def _catches_only_safe(handler: ast.ExceptHandler) -> bool:
+    """Does the handler catch only what ends a loop or the process alike on every rank (``StopIteration``,
+    ``KeyboardInterrupt``, a ``Break...``/``Stop...`` exception of the project's own)?"""
+    return all(n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in _handler_names(handler))
+
+
+def _framework_loop(call: ast.Call) -> bool:
+    """Is the call a framework's whole training loop (the HF Trainer's ``trainer.train()``, Lightning's
+    ``trainer.fit()``)?"""
+    recv, name = call_name(call)
+    return name in ("train", "fit") and re.search(r"(?i)trainer$", recv) is not None
+
+
 def _handler_names(handler: ast.ExceptHandler) -> list[str]:
     if handler.type is None:
         return ["BaseException"]
@@ -4206,9 +4219,8 @@ def _runs_training(f: SourceFacts, stmts: list[ast.stmt], depth: int = 1) -> str
         for n in walk_local(s):
             if not isinstance(n, ast.Call):
                 continue
-            recv, name = call_name(n)
-            if (_STEP_CALL.search(name) or name in ("train", "fit") and re.search(r"(?i)trainer$", recv)) \
-                    and not _drives_ray(f):
+            name = call_name(n)[1]
+            if (_STEP_CALL.search(name) or _framework_loop(n)) and not _drives_ray(f):
                 return f"{dotted(n.func)}() at line {n.lineno}"
             callee = _callee(f, n) if depth else None
             if callee is None:
@@ -4230,10 +4242,7 @@ def _drives_ray(f: SourceFacts) -> bool:
 def _finally_line(f: SourceFacts, node: ast.Try) -> int:
     """The line of a try's ``finally:`` (the tree has no node for the keyword)."""
     before = max(x.end_lineno or x.lineno for x in [*node.body, *node.handlers, *node.orelse])
-    for line in range(before + 1, node.finalbody[0].lineno):
-        if 0 < line <= len(f.lines) and f.lines[line - 1].lstrip().startswith("finally"):
-            return line
-    return before + 1
+    return next((line for line in range(before + 1, node.finalbody[0].lineno) if line in f.finally_lines), before + 1)
 
 
 _TEARDOWN_WHY = ("with NCCL the teardown waits for the other ranks (torch PR 122358: \"improper destruction can lead "
@@ -4269,8 +4278,7 @@ def _teardown_on_failure(f: SourceFacts) -> list[RawFinding]:
         if node.finalbody and all(any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers):
             blocks.append((_finally_line(f, node), "finally:", node.finalbody))
         for handler in node.handlers:
-            if handler.body and isinstance(handler.body[-1], ast.Raise) and not all(
-                    n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in _handler_names(handler)):
+            if handler.body and isinstance(handler.body[-1], ast.Raise) and not _catches_only_safe(handler):
                 blocks.append((handler.lineno, f"except {', '.join(_handler_names(handler))}:", handler.body[:-1]))
         if not blocks or _group_of_one(f, node) or any(isinstance(w, (ast.With, ast.AsyncWith)) and any(
                 isinstance(i.context_expr, ast.Call) and call_name(i.context_expr)[1] == "FailFast" for i in w.items)
@@ -4308,8 +4316,7 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
                     break
                 # a framework's whole training loop (ultravox, held-out round 74: `trainer.train(...)` of the HF
                 # Trainer in `except Exception`, kept to re-raise after the evaluation; Lightning's `trainer.fit`)
-                if isinstance(sub, ast.Call) and call_name(sub)[1] in ("train", "fit") \
-                        and re.search(r"(?i)trainer$", call_name(sub)[0]):
+                if isinstance(sub, ast.Call) and _framework_loop(sub):
                     site = Site(sub.lineno, f"{dotted(sub.func)}() (a training loop: its gradient all-reduces)")
                     break
         if site is None and _in_lightning_training_step(f, node):
@@ -4326,7 +4333,7 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
             # it is how they all learn it
             continue
         for handler in node.handlers:
-            if all(n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in _handler_names(handler)):
+            if _catches_only_safe(handler):
                 continue
             if any(isinstance(s, ast.Raise) for s in handler.body) or _handed_on(f, handler):
                 continue
@@ -4409,8 +4416,7 @@ def _skipped_pass(f: SourceFacts, node: ast.Try) -> list[RawFinding]:
         # in str(e): ...; continue`, then `raise`: the `continue` of the handler's own test
         leave = _exits(handler.body) or next((x for s in handler.body[:-1] if isinstance(s, ast.If)
                                               and isinstance(x := _exits(s.body), ast.Continue)), None)
-        if not isinstance(leave, ast.Continue) or all(
-                n in _SAFE_EXCEPTIONS or _CONTROL_FLOW_EXCEPTION.match(n) for n in names):
+        if not isinstance(leave, ast.Continue) or _catches_only_safe(handler):
             continue
         site = _collective_skipped(f, loop, leave)
         if site is None or _point_to_point(site):
