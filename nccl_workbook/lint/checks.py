@@ -3354,9 +3354,16 @@ def check_main_first(f: SourceFacts) -> list[RawFinding]:
         if found is None:
             continue
         call, label = found
+        # the block's other passes, named so that the one a reader knows from the log is there too (TRL's
+        # formatting pass comes first, its tokenization pass, which issue 4578 timed out in, three passes later)
+        scope = f.enclosing_function(body[0]) or f.tree
+        more = sorted({c.lineno for s in body for c in walk_local(s)
+                       if isinstance(c, ast.Call) and c is not call and _hands_num_proc(c, scope)})
+        also = ("" if not more else f", and so does the pass at line {more[0]}" if len(more) == 1 else
+                f", and so do the passes at lines {', '.join(map(str, more[:-1]))} and {more[-1]}")
         out.append(RawFinding(
             Rule.RANK0_LONG_WORK, call.lineno,
-            f"{label} runs first on the main process {block}",
+            f"{label} runs first on the main process {block}{also}",
             why="the other ranks sit in its barrier, with the process-group timeout running, for as long as the "
                 "pass takes; a large data set's preprocessing can outlast it",
             fix="preprocess once before the training job (the `datasets` cache on shared storage), or let the others "

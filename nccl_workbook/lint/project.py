@@ -405,6 +405,9 @@ class Project:
             # `core/datasets.py`)
             bases = sorted({named.parent for named in self._named})
             bases += self._path_additions(importer)
+            # ... or the library itself, for a file inside it: TRL's own `trl/scripts/sft.py` importing `from trl
+            # import SFTTrainer` means the package it sits in (blind collection of stop 48, TRL issue 4578)
+            bases += [p.parent for p in importer.parents if p.name == parts[0] and (p / "__init__.py").is_file()][:1]
         else:
             bases = [importer.parents[i] for i in range(min(LEVELS_UP + 1, len(importer.parents)))]
             bases += self._path_additions(importer)

@@ -1045,6 +1045,33 @@ def test_a_module_imported_from_its_package(tmp_path: Path) -> None:
     assert report.files_imported == 2
 
 
+def test_a_library_s_own_script_importing_the_library_by_name(tmp_path: Path) -> None:
+    # TRL issue 4578 (blind, stop 48): `trl/scripts/sft.py` does `from trl import SFTTrainer`; the package's
+    # __init__.py re-exports it (under TYPE_CHECKING; lazily at run time) from trl/trainer/, whose main-process-first
+    # block tokenizes the data set while the others wait. A script outside the package (not beside it) imports the installed library.
+    pkg = tmp_path / "trl"
+    (pkg / "scripts").mkdir(parents=True)
+    (pkg / "trainer").mkdir()
+    (pkg / "__init__.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                     "    from .trainer import SFTTrainer\n")
+    (pkg / "trainer" / "__init__.py").write_text("from .sft_trainer import SFTTrainer\n")
+    (pkg / "trainer" / "sft_trainer.py").write_text(
+        "from accelerate import PartialState\nclass SFTTrainer:\n    def prepare(self, ds, args):\n"
+        "        kw = {}\n        kw['num_proc'] = args.dataset_num_proc\n"
+        "        with PartialState().main_process_first():\n            ds = ds.map(fmt, **kw)\n"
+        "            ds = ds.map(tokenize, batched=True, **kw)\n        return ds\n")
+    script = "from trl import SFTTrainer\ntrainer = SFTTrainer()\n"
+    (pkg / "scripts" / "sft.py").write_text(script)
+    report = lint_paths([pkg / "scripts" / "sft.py"])
+    [f] = report.findings
+    assert (Path(f.path).name, f.line, f.rule.value) == ("sft_trainer.py", 7, "rank0-long-work-before-collective")
+    # the block's other pass is named with the first
+    assert "so does the pass at line 8" in f.message
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "sft.py").write_text(script)
+    assert lint_paths([tmp_path / "mine" / "sft.py"]).findings == ()
+
+
 def test_a_base_class_re_exported_by_its_package_and_a_negated_adapter_test(tmp_path: Path) -> None:
     # align-anything: PPOTrainer(RLTrainerBase), the base imported from trainers/base/__init__.py, which
     # re-exports it from rl_trainer.py; its save_transformers saves the whole model on the main process when
