@@ -35,6 +35,12 @@ MAX_CONTEXT_BYTES = 2_000_000
 #: ``src/pkg/train.py`` importing ``pkg.utils``)
 LEVELS_UP = 5
 _NEVER = ("site-packages", "dist-packages")
+#: folders where a checkout keeps other projects it installs from source (``pip install -e modules/X``, a git
+#: submodule): Tora's ``modules/SwissArmyTransformer``, whose ``sat`` package its ``sat/train_video.py`` imports
+_VENDORED = frozenset({"modules", "third_party", "thirdparty", "third-party", "3rdparty", "external", "externals",
+                       "extern", "vendor", "vendored", "deps", "submodules", "libs", "lib", "packages"})
+#: the files that make a folder an installable project
+_INSTALLABLE = ("setup.py", "pyproject.toml", "setup.cfg")
 #: top-level names of the standard library and of the libraries training scripts import: an absolute import of one
 #: is that library, never a file of the project that shares its name (Megatron's
 #: ``dist_checkpointing/strategies/torch.py`` is not what ``import torch`` beside it means)
@@ -106,6 +112,7 @@ class Project:
         self._targets: dict[Path, list[str]] = {}
         self._accelerate: dict[Path, tuple[tuple[str, str, int | None], ...]] = {}
         self._given_index: tuple[int, dict[str, list[Path]]] | None = None
+        self._vendored: dict[Path, list[Path]] = {}
 
     def facts(self, path: Path, text: str | None = None) -> SourceFacts | None:
         """The facts of one file, parsed once (None when it cannot be read or parsed). A ``SyntaxError``
@@ -422,6 +429,16 @@ class Project:
                      and g.parts[-len(suffix.parts):] == suffix.parts] if suffix is not None else []
             if given:
                 return min(given, key=lambda g: len(g.parts))
+        found = self._first_in(bases, parts, importer)
+        if found is None and not level and parts and parts[0] not in _LIBRARIES:
+            # last, a project the checkout installs from one of its folders (Tora's `pip install -e
+            # modules/SwissArmyTransformer`, then `from sat.training.deepspeed_training import training_main`)
+            found = self._first_in([v for b in bases[:LEVELS_UP + 1] for v in self._installed_below(b)], parts,
+                                   importer)
+        return found
+
+    @staticmethod
+    def _first_in(bases: list[Path], parts: list[str], importer: Path) -> Path | None:
         for base in bases:
             for cand in (base.joinpath(*parts).with_suffix(".py") if parts else None,
                          base.joinpath(*parts, "__init__.py")):
@@ -429,4 +446,22 @@ class Project:
                         and cand != importer:
                     return cand
         return None
+
+    def _installed_below(self, base: Path) -> list[Path]:
+        """The installable projects in the vendoring folders of ``base`` (see :data:`_VENDORED`), each as the
+        folders its packages are imported from (its own, and its ``src/``), listed once per folder."""
+        if base in self._vendored:
+            return self._vendored[base]
+        out: list[Path] = []
+        self._vendored[base] = out
+        for name in sorted(_VENDORED):
+            folder = base / name
+            try:
+                children = sorted(folder.iterdir()) if folder.is_dir() else []
+            except OSError:
+                continue
+            for child in children:
+                if child.is_dir() and any((child / marker).is_file() for marker in _INSTALLABLE):
+                    out += [child, child / "src"]
+        return out
 

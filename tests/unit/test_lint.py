@@ -1072,6 +1072,29 @@ def test_a_library_s_own_script_importing_the_library_by_name(tmp_path: Path) ->
     assert lint_paths([tmp_path / "mine" / "sft.py"]).findings == ()
 
 
+def test_a_package_the_checkout_installs_from_one_of_its_folders(tmp_path: Path) -> None:
+    # Tora (issue 23, blind, stop 47): `pip install -e modules/SwissArmyTransformer`, then `sat/train_video.py`
+    # imports `sat.training.model_io`, whose save_checkpoint writes on data-parallel rank 0 before an all-gather
+    lib = tmp_path / "modules" / "SwissArmyTransformer"
+    (lib / "sat" / "training").mkdir(parents=True)
+    (lib / "sat" / "__init__.py").write_text("")
+    (lib / "sat" / "training" / "__init__.py").write_text("")
+    (lib / "sat" / "training" / "model_io.py").write_text(
+        "import torch\nimport torch.distributed as dist\ndef save_checkpoint(model, path):\n"
+        "    if dist.get_rank() == 0:\n        torch.save(model.state_dict(), path)\n    dist.barrier()\n")
+    (tmp_path / "sat").mkdir()
+    (tmp_path / "sat" / "train_video.py").write_text(
+        "from sat.training.model_io import save_checkpoint\nsave_checkpoint(model, 'ckpt.pt')\n")
+    def lint() -> list[tuple[str, int]]:
+        return [(Path(f.path).name, f.line) for f in lint_paths([tmp_path / "sat" / "train_video.py"]).with_notes]
+    assert lint() == []   # not an installable project: the import is the installed library's
+    (lib / "setup.py").write_text("from setuptools import setup\nsetup(name='SwissArmyTransformer')\n")
+    assert lint() == [("model_io.py", 5)]
+    # nor any folder: only those where checkouts keep what they install
+    (tmp_path / "modules").rename(tmp_path / "results")
+    assert lint() == []
+
+
 def test_a_base_class_re_exported_by_its_package_and_a_negated_adapter_test(tmp_path: Path) -> None:
     # align-anything: PPOTrainer(RLTrainerBase), the base imported from trainers/base/__init__.py, which
     # re-exports it from rl_trainer.py; its save_transformers saves the whole model on the main process when
