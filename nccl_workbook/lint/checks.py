@@ -1397,6 +1397,21 @@ class _RankWalk:
                     f"ranks reach {site.label} at {site.at} in the loop at line {loop.lineno}"))
         elif isinstance(exit_stmt, ast.Return) and data_cond:
             site = f.next_collective_after(stmt, depth=0)
+            if site is None and (exit_stmt.value is None or _const(exit_stmt.value) is None) \
+                    and _lightning_backward_follows(f, stmt):
+                # DiffCSP (held-out round 88): `if loss.isnan(): return None` in training_step; Lightning then skips
+                # this rank's backward, whose gradient all-reduce the other ranks run (as for Boltz's `except`)
+                self.out.append(RawFinding(
+                    Rule.UNEVEN_COLLECTIVE_COUNT, exit_stmt.lineno,
+                    f"`return` of None from training_step when `{_cond_text(stmt.test)}` (a per-rank value) skips, on "
+                    f"this rank only, the backward Lightning runs after training_step (Lightning does not support a None "
+                    f"from training_step on several devices)",
+                    why="the other ranks run their backward and wait in its gradient all-reduce for this rank, until the "
+                        "process-group timeout",
+                    fix="let every rank run the backward (return the loss) and drop a bad step on all ranks at once: "
+                        "in `on_before_optimizer_step`, zero the gradients when "
+                        "`nccl_workbook.fixes.any_rank(not torch.isfinite(loss))` says some rank saw one"))
+                return
             if site is None:
                 return
             if shard_grads:
@@ -4096,13 +4111,32 @@ def _tears_down_after(f: SourceFacts, node: ast.Try) -> bool:
     return False
 
 
+def _lightning_backward_follows(f: SourceFacts, node: ast.AST) -> bool:
+    """Is ``node`` in a LightningModule's ``training_step`` that Lightning runs the backward of (automatic optimization,
+    not a class that sets ``self.automatic_optimization = False`` and calls ``manual_backward`` itself)?"""
+    if not _in_lightning_training_step(f, node):
+        return False
+    cls = f.parents[id(f.enclosing_function(node))][2]
+    return not any(isinstance(n, ast.Assign) and any(dotted(t) in ("self.automatic_optimization",
+                                                                  "automatic_optimization") for t in n.targets)
+                   and _const(n.value) is False for n in ast.walk(cls))
+
+
 def _in_lightning_training_step(f: SourceFacts, node: ast.AST) -> bool:
     """Is ``node`` inside the ``training_step`` of a LightningModule (a class whose bases name one)?"""
     fn = f.enclosing_function(node)
     if fn is None or fn.name != "training_step" or id(fn) not in f.parents:
         return False
     owner = f.parents[id(fn)][2]
-    return isinstance(owner, ast.ClassDef) and any("LightningModule" in dotted(b) for b in owner.bases)
+    # (or a class of the file that is one: DiffCSP's `CSPDiffusion(BaseModule)`, `BaseModule(pl.LightningModule)`)
+    seen: set[str] = set()
+    while isinstance(owner, ast.ClassDef) and owner.name not in seen:
+        seen.add(owner.name)
+        if any("LightningModule" in dotted(b) for b in owner.bases):
+            return True
+        owner = next((c for b in owner.bases if isinstance(b, ast.Name) for c in f.tree.body
+                      if isinstance(c, ast.ClassDef) and c.name == b.id), None)
+    return False
 
 
 def _raises_when_distributed(stmt: ast.If) -> bool:

@@ -2346,6 +2346,28 @@ def test_none_from_a_lightning_training_step_on_an_exception() -> None:
     assert found(src.replace("(pl.LightningModule)", "(nn.Module)")) == []
 
 
+def test_none_from_a_lightning_training_step_on_a_per_rank_nan() -> None:
+    """DiffCSP (held-out round 88, missed): ``if loss.isnan(): return None`` in ``training_step`` skips the backward
+    Lightning runs after it, on the ranks whose batch gave a NaN only."""
+    src = ("import lightning.pytorch as pl\nclass Model(pl.LightningModule):\n{}    def training_step(self, batch, i):\n"
+           "        loss = self(batch)['loss']\n        self.log('train_loss', loss)\n        if loss.isnan():\n"
+           "            return None\n        return loss\n")
+    (f,) = lint_source(src.format(""))
+    assert (f.line, f.rule.value) == (7, "uneven-collective-count") and "`loss.isnan()`" in f.message
+    assert "any_rank" in f.fix
+    assert found(src.format("").replace("return None\n", "return\n")) == [(7, "uneven-collective-count")]
+    # a loss returned (a value every rank's backward runs on), manual optimization, or another step: no backward skipped
+    assert found(src.format("").replace("return None\n", "return loss * 0\n")) == []
+    assert found(src.format("    automatic_optimization = False\n")) == []
+    assert found(src.format("    def __init__(self):\n        self.automatic_optimization = False\n")) == []
+    assert found(src.format("").replace("def training_step", "def validation_step")) == []
+    # a test every rank answers alike (a value all-reduced first) is not this rank's own
+    agreed = "import torch.distributed as dist\n" + src.format("").replace(
+        "        if loss.isnan():", "        flag = loss.detach().clone()\n        dist.all_reduce(flag)\n        if flag.isnan():")
+    assert found(agreed) == []
+    assert found(agreed.replace("        dist.all_reduce(flag)\n", "")) == [(9, "uneven-collective-count")]
+
+
 def test_a_module_a_hydra_configuration_names_is_read(tmp_path: Path) -> None:
     """bio-diffusion (issue 7, missed in the blind collection of stop 46; Boltz, held-out round 24, too): the script
     builds its LightningModule with `hydra.utils.instantiate(cfg.model)`, the class named by `_target_:` in
