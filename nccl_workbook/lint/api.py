@@ -231,8 +231,11 @@ def _shown(path: Path) -> Path:
 def _imported_files(project: Project, files: list[Path]) -> list[Path]:
     """The local files the named ones import, not named themselves, :data:`IMPORT_DEPTH` imports deep. Past
     the first level, only those in the named script's own folder or in the package of the file that
-    imports them (RT-DETR's ``src/solver/__init__.py`` -> ``det_solver.py``), not a whole library above an
-    example (physicsnemo's ``examples/weather/graphcast``)."""
+    imports them (RT-DETR's ``src/solver/__init__.py`` -> ``det_solver.py``), and the subpackages a module of
+    that package imports (prismatic's ``training/materialize.py`` -> ``training/strategies/fsdp.py``, whose
+    rank-0 save the base class's barrier follows: blind collection of stop 50; not every subpackage a package's
+    ``__init__.py`` names, which brings in whole libraries), not a whole library above an example (physicsnemo's
+    ``examples/weather/graphcast``)."""
     seen = {f.resolve() for f in files}
     extra: list[Path] = []
     level = [(f, f.resolve().parent) for f in files]   # (file, the named script's folder)
@@ -240,9 +243,11 @@ def _imported_files(project: Project, files: list[Path]) -> list[Path]:
         found: list[tuple[Path, Path]] = []
         for file, home in level:
             facts = project.facts(file)
+            here = file.resolve()
             for module in facts.local_modules() if facts is not None else []:
                 real = Path(module.path).resolve()
-                if real in seen or depth and not (real.is_relative_to(home) or real.parent == file.resolve().parent):
+                if real in seen or depth and not (real.is_relative_to(home) or real.parent == here.parent or (
+                        here.name != "__init__.py" and real.is_relative_to(here.parent))):
                     continue
                 seen.add(real)
                 found.append((_shown(real), home))

@@ -1095,6 +1095,37 @@ def test_a_package_the_checkout_installs_from_one_of_its_folders(tmp_path: Path)
     assert lint() == []
 
 
+def test_a_subpackage_a_module_of_the_package_imports(tmp_path: Path) -> None:
+    # prismatic-vlms (PR 38, blind, stop 50): scripts/pretrain.py -> prismatic.training (its __init__) ->
+    # training/materialize.py -> training/strategies/fsdp.py, whose subclass saves on rank 0 only before the base
+    # class's barrier. A package's __init__ that names a subpackage is not followed that way (whole libraries).
+    train = tmp_path / "prismatic" / "training"
+    (train / "strategies").mkdir(parents=True)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "prismatic" / "__init__.py").write_text("")
+    (train / "__init__.py").write_text("from .materialize import get_train_strategy\n")
+    (train / "materialize.py").write_text(
+        "from prismatic.training.strategies import FSDPStrategy\ndef get_train_strategy():\n    return FSDPStrategy()\n")
+    (train / "strategies" / "__init__.py").write_text("from .fsdp import FSDPStrategy\n")
+    (train / "strategies" / "base_strategy.py").write_text(
+        "import torch.distributed as dist\nclass TrainingStrategy:\n    def run_training(self):\n"
+        "        for step in range(10):\n            self.save_checkpoint(step)\n            dist.barrier()\n")
+    (train / "strategies" / "fsdp.py").write_text(
+        "import torch\nfrom prismatic.training.strategies.base_strategy import TrainingStrategy\n"
+        "class FSDPStrategy(TrainingStrategy):\n    def save_checkpoint(self, step):\n"
+        "        state = self.vlm.state_dict()\n        if torch.distributed.get_rank() == 0:\n"
+        "            torch.save({'model': state}, f'step-{step}.pt')\n")
+    (tmp_path / "scripts" / "pretrain.py").write_text(
+        "from prismatic.training import get_train_strategy\nget_train_strategy().run_training()\n")
+    def lint() -> list[tuple[str, int]]:
+        return [(Path(f.path).name, f.line) for f in lint_paths([tmp_path / "scripts" / "pretrain.py"]).with_notes]
+    assert lint() == [("fsdp.py", 7)]
+    # a subpackage that the package's own __init__.py imports, past the first level: not read
+    (tmp_path / "prismatic" / "__init__.py").write_text("from .training.strategies import FSDPStrategy\nVERSION = 1\n")
+    (tmp_path / "scripts" / "pretrain.py").write_text("from prismatic import VERSION\nprint(VERSION)\n")
+    assert lint() == []
+
+
 def test_a_base_class_re_exported_by_its_package_and_a_negated_adapter_test(tmp_path: Path) -> None:
     # align-anything: PPOTrainer(RLTrainerBase), the base imported from trainers/base/__init__.py, which
     # re-exports it from rl_trainer.py; its save_transformers saves the whole model on the main process when
