@@ -4546,6 +4546,18 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
                     why="a watchdog that should fire after minutes waits that many days, so a hang is never "
                         "reported",
                     fix=f"name the unit: `timedelta({unit}={name_})`"))
+            elif name == "InitProcessGroupKwargs" and any(k.arg == "timeout" for k in node.keywords) \
+                    and _in_hf_trainer_subclass(f, node):
+                found.append(RawFinding(
+                    Rule.NOOP_TIMEOUT_SETTING, node.lineno,
+                    "`InitProcessGroupKwargs(timeout=...)` in a subclass of transformers' Trainer changes no timeout: "
+                    "the process group already exists when the Trainer builds its Accelerator (TrainingArguments "
+                    "made it when it set up the device, with its `ddp_timeout`: 1800 s unless set), and the "
+                    "Accelerator keeps that group",
+                    why="the job runs with the 30-minute timeout (or the `ddp_timeout` given) while the code and its "
+                        "log say otherwise",
+                    fix="set the timeout where the group is made: `ddp_timeout` (seconds) in the TrainingArguments "
+                        "(`--ddp_timeout 7200`)"))
             elif name in ("setdefault", "putenv") and ("environ" in recv or recv == "os") and node.args:
                 found.append(_env_key_finding(getattr(node.args[0], "value", None), node.lineno))
             elif name in ("update", "dict") or (name == "update" and "environ" in recv):
@@ -4565,6 +4577,26 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
                  if isinstance(n, ast.If) and "version" in ast.unparse(n.test).lower()]
     return [x for x in out if not (x.message.startswith("`") and "deprecated name" in x.message
                                    and any(lo <= x.line <= hi for lo, hi in versioned))]
+
+
+#: transformers' and TRL's trainers, by the module they are imported from
+_HF_TRAINER = re.compile(r"^(transformers|trl)\b.*\.\w*Trainer$")
+
+
+def _in_hf_trainer_subclass(f: SourceFacts, node: ast.AST) -> bool:
+    """Is ``node`` in a method of a class that subclasses transformers' (or TRL's) Trainer, directly or through a
+    class of the file (LLaVA-NeXT's ``LLaVATrainer(Trainer)``, held-out round 85)? Its Accelerator is built after
+    TrainingArguments made the process group."""
+    fn = f._scope_of(getattr(node, "lineno", 0))
+    cls = f.parents.get(id(fn), (None, None, None))[2] if fn is not None else None
+    seen: set[str] = set()
+    while isinstance(cls, ast.ClassDef) and cls.name not in seen:
+        seen.add(cls.name)
+        names = [dotted(b) for b in cls.bases]
+        if any(_HF_TRAINER.match(f.imported.get(n, n)) for n in names):
+            return True
+        cls = next((c for n in names for c in f.tree.body if isinstance(c, ast.ClassDef) and c.name == n), None)
+    return False
 
 
 #: a name that says which unit it holds (``timeout_minutes``, ``pg_timeout_sec``)
@@ -4727,6 +4759,8 @@ def _pg_timeout_in(f: SourceFacts, names: tuple[str, ...],
         if not isinstance(node, ast.Call):
             continue
         _recv, name = call_name(node)
+        if name == "InitProcessGroupKwargs" and _in_hf_trainer_subclass(f, node):
+            continue   # it sets nothing (see check_noop_settings): the group exists by then
         if name in names:
             for kw in node.keywords:
                 if kw.arg == "timeout":

@@ -217,6 +217,26 @@ def test_collective_under_a_test_of_local_data() -> None:
     assert found(agreed) == []
 
 
+def test_a_timeout_handed_to_the_accelerator_of_a_transformers_trainer_subclass() -> None:
+    # LLaVA-NeXT (held-out round 85, missed): `InitProcessGroupKwargs(timeout=timedelta(weeks=52))` in an override of
+    # create_accelerator_and_postprocess(); TrainingArguments made the group with ddp_timeout before the Trainer runs it
+    src = ("from datetime import timedelta\nfrom accelerate import Accelerator, InitProcessGroupKwargs\n"
+           "from transformers import Trainer\n{base}"
+           "class LLaVATrainer({parent}):\n    def create_accelerator_and_postprocess(self):\n"
+           "        kw = InitProcessGroupKwargs(timeout=timedelta(weeks=52))\n"
+           "        self.accelerator = Accelerator(kwargs_handlers=[kw])\n"
+           "def save(accelerator, model):\n    if accelerator.is_main_process:\n        evaluate_all(model)\n"
+           "    accelerator.wait_for_everyone()\n")
+    (f, *rest) = lint_source(src.format(base="", parent="Trainer"))
+    assert (f.line, f.rule.value) == (6, "noop-timeout-setting") and "ddp_timeout" in f.fix
+    # and the 52 weeks are not the group's timeout: the rank-0 evaluation is weighed against 30 minutes
+    assert [(x.line, x.rule.value) for x in rest] == [(10, "rank0-long-work-before-collective")]
+    # through a class of the file; not in a plain script's Accelerator, which makes the group itself
+    assert found(src.format(base="class Base(Trainer):\n    pass\n", parent="Base"))[0] == (8, "noop-timeout-setting")
+    plain = src.format(base="", parent="Trainer").replace("class LLaVATrainer(Trainer):", "class Runner:")
+    assert found(plain) == []
+
+
 def test_a_variable_the_script_reads_back_is_not_a_noop() -> None:
     src = ("import os, datetime\nimport torch.distributed as dist\nos.environ['NCCL_TIMEOUT'] = '3600'\n"
            "dist.init_process_group('nccl', timeout=datetime.timedelta(seconds=int(os.environ['NCCL_TIMEOUT'])))\n")
