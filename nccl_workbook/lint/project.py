@@ -414,7 +414,10 @@ class Project:
             bases += self._path_additions(importer)
             # ... or the library itself, for a file inside it: TRL's own `trl/scripts/sft.py` importing `from trl
             # import SFTTrainer` means the package it sits in (blind collection of stop 48, TRL issue 4578)
-            bases += [p.parent for p in importer.parents if p.name == parts[0] and (p / "__init__.py").is_file()][:1]
+            # (not the standard library's: a package's own `logging/` does not make its `import logging` local)
+            if parts[0] not in sys.stdlib_module_names:
+                bases += [p.parent for p in importer.parents
+                          if p.name == parts[0] and (p / "__init__.py").is_file()][:1]
         else:
             bases = [importer.parents[i] for i in range(min(LEVELS_UP + 1, len(importer.parents)))]
             bases += self._path_additions(importer)

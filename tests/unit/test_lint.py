@@ -1068,7 +1068,8 @@ def test_a_module_imported_from_its_package(tmp_path: Path) -> None:
 def test_a_library_s_own_script_importing_the_library_by_name(tmp_path: Path) -> None:
     # TRL issue 4578 (blind, stop 48): `trl/scripts/sft.py` does `from trl import SFTTrainer`; the package's
     # __init__.py re-exports it (under TYPE_CHECKING; lazily at run time) from trl/trainer/, whose main-process-first
-    # block tokenizes the data set while the others wait. A script outside the package (not beside it) imports the installed library.
+    # block tokenizes the data set while the others wait. A script outside the package (not beside it) imports the
+    # installed library.
     pkg = tmp_path / "trl"
     (pkg / "scripts").mkdir(parents=True)
     (pkg / "trainer").mkdir()
