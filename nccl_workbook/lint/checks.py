@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -3369,12 +3369,9 @@ def check_main_first(f: SourceFacts) -> list[RawFinding]:
         found = _parallel_data_pass(f, body)
         if found is None:
             continue
-        call, label = found
+        call, label, more = found
         # the block's other passes, named so that the one a reader knows from the log is there too (TRL's
         # formatting pass comes first, its tokenization pass, which issue 4578 timed out in, three passes later)
-        scope = f.enclosing_function(body[0]) or f.tree
-        more = sorted({c.lineno for s in body for c in walk_local(s)
-                       if isinstance(c, ast.Call) and c is not call and _hands_num_proc(c, scope)})
         also = ("" if not more else f", and so does the pass at line {more[0]}" if len(more) == 1 else
                 f", and so do the passes at lines {', '.join(map(str, more[:-1]))} and {more[-1]}")
         out.append(RawFinding(
@@ -3387,16 +3384,17 @@ def check_main_first(f: SourceFacts) -> list[RawFinding]:
     return out
 
 
-def _parallel_data_pass(f: SourceFacts, body: list[ast.stmt]) -> tuple[ast.Call, str] | None:
+def _parallel_data_pass(f: SourceFacts, body: list[ast.stmt]) -> tuple[ast.Call, str, list[int]] | None:
     """The first call of ``body`` that passes over a data set in worker processes (a ``num_proc`` other than 0 or
     1), or that calls a function of the project whose own body does (LLaMA-Factory's ``get_dataset``, whose
-    ``main_process_first`` block calls ``_get_preprocessed_dataset``, which maps: round 76): the call, and what the
-    message says of it."""
+    ``main_process_first`` block calls ``_get_preprocessed_dataset``, which maps: round 76): the call, what the
+    message says of it, and the lines of the block's other such passes."""
     calls = sorted((c for s in body for c in walk_local(s) if isinstance(c, ast.Call)), key=lambda c: c.lineno)
     scope = (f.enclosing_function(body[0]) or f.tree) if body else f.tree
-    for call in calls:
-        if _hands_num_proc(call, scope):
-            return call, f"{dotted(call.func)}() (a pass over the data set in worker processes)"
+    passes = [call for call in calls if _hands_num_proc(call, scope)]
+    if passes:
+        return (passes[0], f"{dotted(passes[0].func)}() (a pass over the data set in worker processes)",
+                sorted({c.lineno for c in passes[1:]}))
     for call in calls:
         if not isinstance(call.func, ast.Name):
             continue
@@ -3409,7 +3407,7 @@ def _parallel_data_pass(f: SourceFacts, body: list[ast.stmt]) -> tuple[ast.Call,
         if inner is not None:
             at = f"line {inner.lineno}" if other is f else f"{Path(other.path).name}:{inner.lineno}"
             return call, (f"{call.func.id}() (which passes over the data set in worker processes: "
-                          f"{dotted(inner.func)}() at {at})")
+                          f"{dotted(inner.func)}() at {at})"), []
     return None
 
 
@@ -4121,6 +4119,17 @@ def _tears_down_after(f: SourceFacts, node: ast.Try) -> bool:
     return False
 
 
+def _class_and_local_bases(f: SourceFacts, cls: ast.AST | None) -> Iterator[ast.ClassDef]:
+    """The class, then the classes of the file it subclasses by name, base after base (DiffCSP's
+    `CSPDiffusion(BaseModule)`, `BaseModule(pl.LightningModule)`; LLaVA-NeXT's `LLaVATrainer(Trainer)`)."""
+    seen: set[str] = set()
+    while isinstance(cls, ast.ClassDef) and cls.name not in seen:
+        seen.add(cls.name)
+        yield cls
+        names = [dotted(b) for b in cls.bases]
+        cls = next((c for n in names for c in f.tree.body if isinstance(c, ast.ClassDef) and c.name == n), None)
+
+
 def _lightning_backward_follows(f: SourceFacts, node: ast.AST) -> bool:
     """Is ``node`` in a LightningModule's ``training_step`` that Lightning runs the backward of (automatic optimization,
     not a class that sets ``self.automatic_optimization = False`` and calls ``manual_backward`` itself)?"""
@@ -4133,20 +4142,13 @@ def _lightning_backward_follows(f: SourceFacts, node: ast.AST) -> bool:
 
 
 def _in_lightning_training_step(f: SourceFacts, node: ast.AST) -> bool:
-    """Is ``node`` inside the ``training_step`` of a LightningModule (a class whose bases name one)?"""
+    """Is ``node`` inside the ``training_step`` of a LightningModule (a class whose bases, or those of a class of the
+    file it subclasses, name one)?"""
     fn = f.enclosing_function(node)
     if fn is None or fn.name != "training_step" or id(fn) not in f.parents:
         return False
-    owner = f.parents[id(fn)][2]
-    # (or a class of the file that is one: DiffCSP's `CSPDiffusion(BaseModule)`, `BaseModule(pl.LightningModule)`)
-    seen: set[str] = set()
-    while isinstance(owner, ast.ClassDef) and owner.name not in seen:
-        seen.add(owner.name)
-        if any("LightningModule" in dotted(b) for b in owner.bases):
-            return True
-        owner = next((c for b in owner.bases if isinstance(b, ast.Name) for c in f.tree.body
-                      if isinstance(c, ast.ClassDef) and c.name == b.id), None)
-    return False
+    return any("LightningModule" in dotted(b) for c in _class_and_local_bases(f, f.parents[id(fn)][2])
+               for b in c.bases)
 
 
 def _raises_when_distributed(stmt: ast.If) -> bool:
@@ -4599,14 +4601,8 @@ def _in_hf_trainer_subclass(f: SourceFacts, node: ast.AST) -> bool:
     TrainingArguments made the process group."""
     fn = f._scope_of(getattr(node, "lineno", 0))
     cls = f.parents.get(id(fn), (None, None, None))[2] if fn is not None else None
-    seen: set[str] = set()
-    while isinstance(cls, ast.ClassDef) and cls.name not in seen:
-        seen.add(cls.name)
-        names = [dotted(b) for b in cls.bases]
-        if any(_HF_TRAINER.match(f.imported.get(n, n)) for n in names):
-            return True
-        cls = next((c for n in names for c in f.tree.body if isinstance(c, ast.ClassDef) and c.name == n), None)
-    return False
+    return any(_HF_TRAINER.match(f.imported.get(dotted(b), dotted(b))) for c in _class_and_local_bases(f, cls)
+               for b in c.bases)
 
 
 #: a name that says which unit it holds (``timeout_minutes``, ``pg_timeout_sec``)
