@@ -448,6 +448,13 @@ class Project:
                 if cand is not None and cand.is_file() and not any(n in cand.parts for n in _NEVER) \
                         and cand != importer:
                     return cand
+            # as Python does: the submodules of a package come from the package found first, not from a folder of
+            # the same name further up (d2go's `d2go.tools.train_net`, which the checkout installs from its top
+            # `tools/`, is not the `d2go/tools/train_net.py` of another checkout beside it: blind collection of stop
+            # 52)
+            if len(parts) > 1 and (base / parts[0] / "__init__.py").is_file() \
+                    and not any(n in (base / parts[0]).parts for n in _NEVER):
+                return None
         return None
 
     def _installed_below(self, base: Path) -> list[Path]:

@@ -458,6 +458,8 @@ _INSTANTIATE = frozenset({"instantiate", "instantiate_from_config", "get_obj_fro
 _CHECKPOINT_PATH = re.compile(r"(?i)ckpt|checkpoint|resume|weights?\b|\.pth?\b|\.bin\b|safetensors|state_dict")
 #: a string that may name a module of the project (``"models.model"``): only a file that exists is read
 _MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+#: a call that names a logger (its dotted name is usually its module's, not an import)
+_LOGGER_CALL = re.compile(r"(?i)^(get_?logger|setup_logger|Logger)$")
 #: a sample written out: one image, clip or sound (its generation, if any, is the long work, not its write)
 _MEDIA = re.compile(r"(^|_)(img|imgs|image|images|im|pil|grid|frame|frames|picture|video|videos|gif|audio|wav|mp4|"
                     r"spectrogram|spectrograms)$")   # (audiocraft's save_spectrograms: a PDF of one sample's)
@@ -946,7 +948,9 @@ class SourceFacts:
                     # DGL's `init_process_group(..., rank=proc_id)`: whatever name the rank is given is the rank
                     self.rank_values.update(kw.value.id for kw in node.keywords
                                             if kw.arg == "rank" and isinstance(kw.value, ast.Name))
-                for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+                # (a logger's name is no module: d2go's `logging.getLogger("d2go.tools.train_net")`)
+                for arg in [*node.args, *(kw.value for kw in node.keywords)] if not _LOGGER_CALL.search(
+                        call_name(node)[1]) else []:
                     if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and (
                             _MODULE_PATH.match(arg.value) or call_name(node)[1] in ("import_module", "__import__")
                             and arg.value.isidentifier()) and arg.value not in self.lazy_imports:
