@@ -64,6 +64,10 @@ _SAFE_EXCEPTIONS = frozenset({"StopIteration", "StopAsyncIteration", "KeyboardIn
                               # TorchDistributedTrial, whose should_prune() is rank 0's answer broadcast, so every
                               # rank raises it at the same report (held-out round 37, optuna-examples)
                               "TrialPruned",
+                              # raised by torch's elastic launcher in the process that launched the workers, after
+                              # one failed and the agent stopped them all (d2go's `except ChildFailedError` around its
+                              # launch, blind collection of stop 52): no worker is left waiting
+                              "ChildFailedError",
                               # a missing attribute: the objects' kinds and the run's configuration, alike on every
                               # rank (modelforge's `except AttributeError: pass` when no scheduler is configured,
                               # `sch.get_last_lr()` on None, around its `self.log(..., sync_dist=True)`)
@@ -568,6 +572,34 @@ def _reduced_later(f: SourceFacts, stmt: ast.If) -> str | None:
         if names & fed:
             return sorted(names & fed)[0]
     return None
+
+
+def _constructor_setting(f: SourceFacts, test: ast.AST) -> bool:
+    """Is the test ``self.x is None`` (or ``is not None``) of an attribute that only ``__init__`` sets, from one of
+    its parameters: a setting the object was built with, not this rank's data (fairseq2's validator, ``if
+    self._score_metric_descriptor is None: return`` before the barrier of its score load, blind collection of stop
+    52)?"""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None
+            and isinstance(test.left, ast.Attribute) and isinstance(test.left.value, ast.Name)
+            and test.left.value.id == "self"):
+        return False
+    attr = test.left.attr
+    cls = next((c for c in f.nodes if isinstance(c, ast.ClassDef)
+                and c.lineno <= test.lineno <= (c.end_lineno or c.lineno)), None)
+    if cls is None:
+        return False
+    init = next((d for d in cls.body if isinstance(d, ast.FunctionDef) and d.name == "__init__"), None)
+    if init is None:
+        return False
+    params = {a.arg for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs}
+    sets = [n for n in ast.walk(cls) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and any(
+        isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name) and t.value.id == "self"
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+    return bool(sets) and all(
+        isinstance(n, ast.Assign) and init.lineno <= n.lineno <= (init.end_lineno or init.lineno)
+        and (isinstance(n.value, ast.Name) and n.value.id in params
+             or isinstance(n.value, ast.Constant) and n.value.value is None) for n in sets)
 
 
 def _none_for_a_shared_reason(f: SourceFacts, stmt: ast.If) -> bool:
@@ -1091,6 +1123,13 @@ class _RankWalk:
                                 self.collective(sub, w)
                 elif isinstance(node, ast.Call) and where is not None:
                     self.collective(node, where)
+                elif where is not None and _broadcasting_property(self.f, node):
+                    self.out.append(RawFinding(
+                        Rule.COLLECTIVE_IN_RANK_BRANCH, node.lineno,
+                        f"`{ast.unparse(node)}` runs only on the ranks where `{where[1]}` (line {where[0]}) holds: "
+                        f"Lightning's `Trainer.log_dir` is a property that broadcasts the folder from rank 0 "
+                        f"(`self.strategy.broadcast(dirpath)`), a collective the other ranks never join",
+                        fix="read `trainer.log_dir` on every rank (before the rank test) and keep the value"))
 
     def _alike_both_ways(self, node: ast.IfExp) -> bool:
         """Do both sides of a rank-conditional expression call the same collectives (InsightFace's ``[reduce(grad_out,
@@ -1375,6 +1414,7 @@ class _RankWalk:
             (_is_data_condition(stmt.test) or _nan_flag(f, stmt) is not None or shard_grads
              or _reduced_later(f, stmt) is not None)
             and not _none_for_a_shared_reason(f, stmt) and not _counts_a_shared_list(f, stmt)
+            and not _constructor_setting(f, stmt.test)
             and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
                             stmt.lineno, f.enclosing_function(stmt))
             and not _test_of_an_agreement(f, stmt.test)
@@ -2964,6 +3004,21 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
         # the closest assignment of the name above this line gives a value every rank shares (megatron's
         # `cur_name = broadcast_str_from_megatron_pp(cur_name)` after a per-rank `cur_name = ...`)
         above = [ln for ln in lines.get(name, ()) if ln < line]
+        fn = next((d for d in f.functions.get(name.split(":", 1)[0], []) if ":" in name
+                   and d.lineno <= line <= (d.end_lineno or d.lineno)), None)
+        if fn is not None and name not in handed_params:
+            # only this function's own assignments count (PointContrast's two autograd Functions each have a
+            # `backward(grad_output)`: the share one of them slices is not the other's, held-out round 92), and a
+            # share it binds only below this use, with no loop around both, is not held yet: the name still holds
+            # what the function was handed (`scaled_all_reduce([grad_output])` before `grad_output = grad_output[rank
+            # * n:...]`)
+            span = range(fn.lineno, (fn.end_lineno or fn.lineno) + 1)
+            loops = [n for n in walk_local(fn) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+                     and n.lineno <= line <= (n.end_lineno or n.lineno)]
+            if not any(ln in span and (ln < line or any(lp.lineno <= ln <= (lp.end_lineno or lp.lineno) for lp in loops))
+                       for ln in uneven_lines.get(name, ())):
+                return True
+            above = [ln for ln in above if ln in span]
         return bool(above) and max(above) not in uneven_lines.get(name, ())
 
     def held(n: ast.AST, scope: str | None) -> str | None:
@@ -3102,6 +3157,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
     assigns = []
     lines: dict[str, set[int]] = {}         # every assignment's line, by name
     uneven_lines: dict[str, set[int]] = {}  # the lines of those that give a per-rank share
+    handed_params: set[str] = set()          # a function's names that hold a share its callers hand it
     for node in f.nodes:
         if isinstance(node, ast.Assign):
             fn = f.enclosing_function(node)
@@ -3142,6 +3198,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                         because[0] = ""
                         if isinstance(t, ast.Name) and is_uneven(e, scope):
                             uneven.setdefault(f"{fn.name}:{t.id}", because[0])
+                            handed_params.add(f"{fn.name}:{t.id}")
                             uneven_lines.setdefault(f"{fn.name}:{t.id}", set()).add(a.lineno)
 
     # the assignments, then what the file's functions are handed; again when that found a share a function builds
@@ -3172,6 +3229,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                             caller_scope = caller.name if caller is not None else None
                             if is_uneven(arg, caller_scope):
                                 uneven.setdefault(f"{fn.name}:{param}", because[0])
+                                handed_params.add(f"{fn.name}:{param}")
                             if isinstance(arg, ast.Name):
                                 unpack(fn, param, bound.get(key(arg.id, caller_scope), []), caller_scope)
         handed = {k for k in list(uneven)[known:] if ":" in k}
@@ -4214,6 +4272,25 @@ def _handed_on(f: SourceFacts, handler: ast.ExceptHandler) -> bool:
     return False
 
 
+def _broadcasting_property(f: SourceFacts, node: ast.AST) -> bool:
+    """A read of Lightning's ``Trainer.log_dir`` (``trainer.log_dir``, ``self.trainer.log_dir``) in a file that uses
+    Lightning: the property broadcasts the folder from rank 0 (``dirpath = self.strategy.broadcast(dirpath)``), so
+    reading it on some ranks only is a collective the others never join (hepattn's `Metadata` callback under
+    ``trainer.is_global_zero``, fixed in its PR 22 with "this broadcasts the directory": blind collection of stop 52)."""
+    return isinstance(node, ast.Attribute) and node.attr == "log_dir" and isinstance(node.ctx, ast.Load) \
+        and dotted(node.value).rsplit(".", 1)[-1] == "trainer" and f._uses_lightning()
+
+
+def _reports_to_parent(handler: ast.ExceptHandler) -> bool:
+    """Does the handler send the traceback to the process that started this one (``error_queue.put((rank,
+    traceback.format_exc()))``: the worker function of pycls, PointContrast, PreSumm and OpenNMT, whose parent's error
+    handler reads the queue and kills every child, held-out round 92)? Then the job ends: no rank is left waiting."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("put", "put_nowait", "send")
+               and any(isinstance(c, ast.Call) and call_name(c)[1] in ("format_exc", "format_exception")
+                       for a in n.args for c in subtree(a))
+               for s in handler.body for n in subtree(s))
+
+
 def _asks_the_group_next(f: SourceFacts, node: ast.Try) -> bool:
     """Does the statement right after the ``try`` ask the default group for the world size or the rank, on every
     path (Adan's MAE ``init_distributed_ddpjob``: ``except Exception: world_size, rank = 1, 0``, then
@@ -4397,6 +4474,8 @@ def check_exceptions(f: SourceFacts) -> list[RawFinding]:
             if any(isinstance(n, ast.Call) and (_EXITS.match(dotted(n.func)) or _KILLS.match(call_name(n)[1]))
                    for s in handler.body for n in subtree(s)):
                 continue   # (H2O LLM Studio, held-out round 40: `kill_sibling_ddp_processes()`: no rank is left waiting)
+            if _reports_to_parent(handler):
+                continue
             # it tells the others itself (an all-reduce of a failure flag), on every path through it
             if any(f.first_collective(s) is not None for s in handler.body
                    if not isinstance(s, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match))):

@@ -6151,3 +6151,120 @@ def test_a_running_best_kept_on_rank_zero_only() -> None:
     # agreed after the update (broadcast from rank 0), or kept on every rank: every rank compares alike
     assert found(src + "    dist.broadcast(best_val_loss, src=0)\n") == []
     assert found(src.replace("rank == 0 and ", "")) == []
+
+
+def test_stop_52_idioms() -> None:
+    """Held-out round 92 and the blind collection of stop 52 (the cases are in the corpus: r92_pointcontrast, r93_*)."""
+    # PointContrast's (and pycls', PreSumm's, OpenNMT's) worker: the traceback goes to a queue the parent reads, and the
+    # parent's error handler kills every child: the failure is not kept from the others
+    worker = """
+        import traceback
+        import torch.distributed as dist
+        def run(rank, world, error_queue, fun):
+            try:
+                dist.init_process_group("nccl", rank=rank, world_size=world)
+                fun()
+            except KeyboardInterrupt:
+                pass
+            except Exception:
+                error_queue.put(traceback.format_exc())
+        """
+    assert found(worker) == []
+    assert (9, "exception-on-one-rank") in found(worker.replace("error_queue.put(traceback.format_exc())", "print('failed')"))
+    # a parameter handed to a collective helper before the function slices it by rank (and a namesake method of
+    # another class, which slices its own) is not a per-rank share at that call
+    grads = """
+        import torch.distributed as dist
+        def scaled_all_reduce(tensors):
+            for t in tensors:
+                dist.all_reduce(t)
+            return tensors
+        class A:
+            def backward(self, grad_output):
+                n = grad_output.size(0) // self.world
+                grad_output = scaled_all_reduce([grad_output])[0]
+                grad_output = grad_output[dist.get_rank() * n:(dist.get_rank() + 1) * n]
+                return grad_output
+        class B:
+            def backward(self, grad_output):
+                return scaled_all_reduce([grad_output])[0]
+        """
+    assert found(grads) == []
+    # ... but a share it sliced above the call is one
+    sliced = grads.replace("""                grad_output = scaled_all_reduce([grad_output])[0]
+                grad_output = grad_output[dist.get_rank() * n:(dist.get_rank() + 1) * n]""",
+                           """                grad_output = grad_output[dist.get_rank() * n:(dist.get_rank() + 1) * n]
+                grad_output = scaled_all_reduce([grad_output])[0]""")
+    assert (4, "uneven-collective-count") in found(sliced)
+    # the elastic launcher's ChildFailedError is raised in the launching process, once every worker has stopped
+    launcher = """
+        import torch.distributed as dist
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+        def main():
+            try:
+                dist.barrier()
+            except ChildFailedError as e:
+                print(e)
+        """
+    assert found(launcher) == []
+    # `self.x is None` of a setting only __init__ sets from a parameter: alike on every rank
+    validator = """
+        import torch.distributed as dist
+        class Validator:
+            def __init__(self, score_metric_descriptor=None):
+                self._score_metric_descriptor = score_metric_descriptor
+            def restore(self):
+                if self._score_metric_descriptor is None:
+                    return
+                dist.barrier()
+        """
+    assert found(validator) == []
+    # ... but one a method sets from this rank's batch is this rank's
+    per_rank = validator.replace("            def restore(self):",
+                                 "            def step(self, batch):\n"
+                                 "                self._score_metric_descriptor = batch.get('metric')\n"
+                                 "            def restore(self):")
+    assert (9, "uneven-collective-count") in found(per_rank)
+
+
+def test_lightning_log_dir_is_a_broadcast() -> None:
+    """hepattn PR 22 (blind collection of stop 52): Lightning's `Trainer.log_dir` property broadcasts the folder from
+    rank 0, so reading it on rank 0 only is a collective the others never join."""
+    src = """
+        from lightning.pytorch import Callback
+        class Metadata(Callback):
+            def setup(self, trainer, pl_module, stage):
+                if trainer.is_global_zero:
+                    print(trainer.log_dir)
+            def on_fit_start(self, trainer, pl_module):
+                if not trainer.is_global_zero:
+                    return
+                self.save(trainer.log_dir)
+        """
+    assert found(src) == [(5, "collective-in-rank-branch"), (9, "collective-in-rank-branch")]
+    # read on every rank first (the fix), then used on rank 0: nothing; and not outside Lightning
+    fixed = src.replace("                if trainer.is_global_zero:\n                    print(trainer.log_dir)",
+                        "                log_dir = trainer.log_dir\n                if trainer.is_global_zero:\n"
+                        "                    print(log_dir)")
+    assert (5, "collective-in-rank-branch") not in found(fixed) and (6, "collective-in-rank-branch") not in found(fixed)
+    assert found(src.replace("from lightning.pytorch import Callback", "Callback = object")) == []
+
+
+def test_a_package_s_submodules_come_from_the_package_found_first(tmp_path: Path) -> None:
+    """d2go (blind collection of stop 52): the checkout's `d2go` package has no `tools/` (its setup.py installs the
+    top `tools/` as `d2go.tools`), and a logger named `d2go.tools.train_net` is no import: the `tools/train_net.py` of
+    another checkout laid beside it in a folder named `d2go` is not read."""
+    ckpt = tmp_path / "d2go-ckpt"
+    (ckpt / "d2go").mkdir(parents=True)
+    (ckpt / "d2go" / "__init__.py").write_text("")
+    (ckpt / "d2go" / "setup.py").write_text("def setup():\n    pass\n")
+    (ckpt / "tools").mkdir()
+    script = ckpt / "tools" / "train_net.py"
+    script.write_text("import logging\nimport torch.distributed as dist\nfrom d2go.setup import setup\n"
+                      "logger = logging.getLogger('d2go.tools.train_net')\nimport importlib\n"
+                      "mod = importlib.import_module('d2go.tools.train_net')\n")
+    other = tmp_path / "d2go" / "tools"
+    other.mkdir(parents=True)
+    (other / "train_net.py").write_text("import torch.distributed as dist\nif dist.get_rank() == 0:\n    dist.barrier()\n")
+    report = lint_paths([script])
+    assert report.findings == () and report.files_imported == 1   # d2go/setup.py only
