@@ -4345,6 +4345,7 @@ def _runs_training(f: SourceFacts, stmts: list[ast.stmt], depth: int = 1) -> str
     site = f.first_collective(stmts)
     if site is not None:
         return f"{site.label} at {site.at}"
+    wrapped = _decorated_parameter(f, stmts[0]) if stmts else None
     for s in stmts:
         for n in walk_local(s):
             if not isinstance(n, ast.Call):
@@ -4352,6 +4353,8 @@ def _runs_training(f: SourceFacts, stmts: list[ast.stmt], depth: int = 1) -> str
             name = call_name(n)[1]
             if (_STEP_CALL.search(name) or _framework_loop(n)) and not _drives_ray(f):
                 return f"{dotted(n.func)}() at line {n.lineno}"
+            if wrapped is not None and isinstance(n.func, ast.Name) and n.func.id == wrapped:
+                return f"the function the decorator wraps (`{wrapped}(...)` at line {n.lineno}, the job's main)"
             callee = _callee(f, n) if depth else None
             if callee is None:
                 continue
@@ -4361,6 +4364,25 @@ def _runs_training(f: SourceFacts, stmts: list[ast.stmt], depth: int = 1) -> str
                     where = "" if callee[0] is f else f" of {Path(callee[0].path).name}"
                     return f"{dotted(n.func)}() at line {n.lineno}, which runs {inner}{where}"
     return None
+
+
+#: the exits that raise SystemExit, so that a `finally:` still runs (not `os._exit()`)
+_RAISES_SYSTEM_EXIT = re.compile(r"^(sys\.exit|exit|quit)$")
+
+
+def _decorated_parameter(f: SourceFacts, stmt: ast.stmt) -> str | None:
+    """The parameter of a decorator that the statement's function (its wrapper) calls, or None: in ``def
+    clean_exit(func): ... def sync_wrapper(*args, **kwargs): try: ret = func(*args, **kwargs) ... return
+    sync_wrapper`` it is ``func``, the function decorated, whose run is the job's (prime-rl's ``@clean_exit`` around
+    its trainers' mains, blind collection of stop 52)."""
+    inner = f.enclosing_function(stmt)
+    outer = f.enclosing_function(inner) if inner is not None else None
+    if inner is None or outer is None or not any(
+            isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and r.value.id == inner.name
+            for r in walk_local(outer)):
+        return None
+    params = [a.arg for a in outer.args.posonlyargs + outer.args.args]
+    return params[0] if len(params) == 1 else None
 
 
 def _drives_ray(f: SourceFacts) -> bool:
@@ -4405,7 +4427,11 @@ def _teardown_on_failure(f: SourceFacts) -> list[RawFinding]:
         if not isinstance(node, ast.Try):
             continue
         blocks: list[tuple[int, str, list[ast.stmt]]] = []
-        if node.finalbody and all(any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers):
+        # (`sys.exit(1)` raises SystemExit, and the `finally:` still runs: prime-rl's `clean_exit`, whose comment says
+        # so; not `os._exit()`, which leaves at once)
+        if node.finalbody and all(any(isinstance(s, ast.Raise) or isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                                      and _RAISES_SYSTEM_EXIT.match(dotted(s.value.func)) for s in h.body)
+                                  for h in node.handlers):
             blocks.append((_finally_line(f, node), "finally:", node.finalbody))
         for handler in node.handlers:
             if handler.body and isinstance(handler.body[-1], ast.Raise) and not _catches_only_safe(handler):

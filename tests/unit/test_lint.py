@@ -6268,3 +6268,40 @@ def test_a_package_s_submodules_come_from_the_package_found_first(tmp_path: Path
     (other / "train_net.py").write_text("import torch.distributed as dist\nif dist.get_rank() == 0:\n    dist.barrier()\n")
     report = lint_paths([script])
     assert report.findings == () and report.files_imported == 1   # d2go/setup.py only
+
+
+def test_a_decorator_that_tears_the_group_down_around_the_main() -> None:
+    """prime-rl's `@clean_exit` (blind collection of stop 52): the wrapper runs the function it decorates in a `try`
+    whose handler leaves through `sys.exit(1)` (SystemExit, so the `finally:` still runs) and whose `finally:` destroys
+    the process group: the rank that raised blocks in the teardown while the others wait in their next collective."""
+    src = """
+        import functools, sys
+        import torch.distributed as dist
+        def clean_exit(func):
+            @functools.wraps(func)
+            def wrapper(*args, **kwargs):
+                try:
+                    return func(*args, **kwargs)
+                except Exception:
+                    print("fatal")
+                    sys.exit(1)
+                finally:
+                    if dist.is_initialized():
+                        dist.destroy_process_group()
+            return wrapper
+        """
+    assert found(src) == [(11, "exception-on-one-rank")]
+    # leaving at once (os._exit) skips the `finally:`; a plain function (no decorator) calling a parameter is not one
+    assert found(src.replace("sys.exit(1)", "os._exit(1)")) == []
+    plain = """
+        import sys
+        import torch.distributed as dist
+        def run(func):
+            try:
+                return func()
+            except Exception:
+                sys.exit(1)
+            finally:
+                dist.destroy_process_group()
+        """
+    assert found(plain) == []
