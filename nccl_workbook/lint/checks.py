@@ -130,6 +130,9 @@ _DATA_KWARGS = frozenset({"dataset", "sampler", "batch_sampler", "indices", "ind
 
 #: the keyword arguments among those that hand a call the rank itself, not data
 _RANK_KWARGS = frozenset({"rank", "num_replicas", "shard_id", "num_shards", "trainer_id", "trainer_num"})
+#: a batch sampler that fills each batch up to a budget of tokens (or frames), and the keywords that give the budget
+_TOKEN_BATCHER = re.compile(r"(?i)^(approx|dynamic|token|max_?tokens?)\w*batch\w*sampler$")
+_TOKEN_BUDGET = frozenset({"max_tokens", "max_tokens_per_batch", "tokens_per_batch", "max_num_tokens", "batch_max_tokens"})
 
 
 def _padding_sampler(name: str) -> bool:
@@ -3026,7 +3029,19 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
         if not isinstance(n, (ast.Name, ast.Attribute)):
             return None
         k = dotted(n) if dotted(n) in uneven else key(dotted(n), scope)
+        if k not in uneven and isinstance(n, ast.Name) and scope and k not in lines:
+            # a name a nested function does not bind is its enclosing function's (evodiff's `def epoch(...)` inside
+            # `train()`, reading `dl_train` with `loader = dl_train`: held-out rounds 16 and 97)
+            k = next((c for c in (key(n.id, o.name) for o in enclosing(scope, n.lineno)) if c in uneven), k)
         return k if k in uneven and not shadowed(k, n.lineno) else None
+
+    def enclosing(scope: str, line: int) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The functions around the function ``scope`` that holds ``line``, innermost first."""
+        fn = next((d for d in f.functions.get(scope, []) if d.lineno <= line <= (d.end_lineno or d.lineno)), None)
+        out = []
+        while fn is not None and (fn := f.enclosing_function(fn)) is not None:
+            out.append(fn)
+        return out
 
     def padded(value: ast.AST, scope: str | None) -> bool:
         """Is this sampler a DistributedSampler (or a name bound to one, or to None on a single process)?"""
@@ -3037,6 +3052,22 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             values = [value]
         return bool(values) and all(_makes_padding_sampler(subtree(v)) or isinstance(v, ast.Call)
                                     and _padding_subclass(f, dotted(v.func)) for v in values)
+
+    def token_batches(call: ast.Call, scope: str | None) -> bool:
+        """A batch sampler that fills each batch up to a token budget (evodiff's ``ApproxBatchSampler(SortishSampler(...,
+        num_replicas=world_size, rank=rank), max_tokens, ...)``, held-out rounds 16 and 97, named by both readers) over
+        a sampler made for this rank: however even the shares, how many batches a rank makes follows the lengths of
+        its own samples. Not a budget batcher over the whole data set that a padding wrapper then deals out
+        (SpeechBrain's ``DistributedSamplerWrapper(DynamicBatchSampler(...))``)."""
+        if not (_TOKEN_BATCHER.search(call_name(call)[1]) or any(kw.arg in _TOKEN_BUDGET for kw in call.keywords)):
+            return False
+        inner = call.args[0] if call.args else next(
+            (kw.value for kw in call.keywords if kw.arg in ("sampler", "batch_sampler")), None)
+        values = [inner] if isinstance(inner, ast.Call) else bound.get(
+            dotted(inner) if dotted(inner) in bound else key(dotted(inner), scope), []) if isinstance(
+            inner, (ast.Name, ast.Attribute)) else []
+        return any(isinstance(v, ast.Call) and (any(kw.arg in _RANK_KWARGS for kw in v.keywords)
+                                                or any(f.is_rank_value(a) for a in v.args)) for v in values)
 
     def data_call_pads(call: ast.Call) -> bool:
         """A call of a function of the project named for data, or for building, that builds a padding sampler: the
@@ -3063,6 +3094,9 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             if isinstance(n, ast.Call):
                 name = dotted(n.func)
                 if _UNEVEN_SAMPLER.search(name):   # first: SequentialDistributedSampler is not padded
+                    return True
+                if token_batches(n, scope):
+                    because[0] = ""
                     return True
                 if name.rsplit(".", 1)[-1][:1].isupper() and (found := _class_def(f, name)) is not None \
                         and _uneven_sampler_length(*found) is not None:
@@ -3126,7 +3160,8 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 if isinstance(n.func, ast.Attribute):
                     stack.append(n.func.value)
                 continue
-            if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) in uneven or key(dotted(n), scope) in uneven):
+            if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) in uneven or key(dotted(n), scope) in uneven
+                                                             or held(n, scope) is not None):
                 k = held(n, scope)
                 if k is not None:
                     because[0] = uneven[k]
@@ -3939,9 +3974,73 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
             fix="give the helper the group named above, so that it agrees the count and every rank runs the loop "
                 "the same number of times" if left else ""))
     out += _uneven_training_samplers(f)
+    out += _lazily_keyed_loops(f)
     out += _stop_iteration_from_getitem(f)
     out += _generate_unsynced(f)
     out += _collective_at_exhaustion(f, uneven)
+    return out
+
+
+def _dict_source(f: SourceFacts, fn: ast.AST | None, name: str) -> str | None:
+    """Where a function's dict ``name`` comes from, said as a key shared by the functions that use it: the getter it
+    is taken from (``tracker = parallel_state.get_moe_layer_wise_logging_tracker()`` -> ``call:...``), or a module's
+    global (``global:_TRACKER``); None for a dict the function builds itself."""
+    if fn is not None:
+        for n in walk_local(fn):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                    and n.targets[0].id == name:
+                v = n.value
+                return f"call:{dotted(v.func)}" if isinstance(v, ast.Call) and not v.args and not v.keywords else None
+    return f"global:{name}" if any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
+                                                                      for t in n.targets) for n in f.tree.body) else None
+
+
+def _lazily_keyed_loops(f: SourceFacts) -> list[RawFinding]:
+    """Megatron's MoE loss tracker (issue 1444, fix e6759409, collected blind in stop 52; NeMo-RL PR 3419 hung in the
+    same code): ``for name in tracker: dist.all_reduce(tracker[name]["values"], group=pp_group)`` over a dict that
+    another function fills at run time, ``if name not in tracker: tracker[name] = ...``, when this rank's layers
+    reach it. The keys a rank holds are the ones its own code has added (a pipeline stage without MoE layers has
+    none), so the ranks make different numbers of collectives."""
+    fillers: dict[str, tuple[str, int]] = {}   # source -> (the function that adds keys, its line)
+    for fn in (d for defs in f.functions.values() for d in defs):
+        for n in walk_local(fn):
+            if not (isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and len(n.test.ops) == 1
+                    and isinstance(n.test.ops[0], ast.NotIn) and isinstance(n.test.left, ast.Name)
+                    and isinstance(n.test.comparators[0], ast.Name)):
+                continue
+            d, k = n.test.comparators[0].id, n.test.left.id
+            if any(isinstance(a, ast.Assign) and any(isinstance(t, ast.Subscript) and dotted(t.value) == d
+                                                     and isinstance(t.slice, ast.Name) and t.slice.id == k
+                                                     for t in a.targets) for a in n.body) \
+                    and (src := _dict_source(f, fn, d)) is not None:
+                fillers.setdefault(src, (fn.name, n.lineno))
+    if not fillers:
+        return []
+    out: list[RawFinding] = []
+    for node in f.nodes:
+        if not isinstance(node, (ast.For, ast.AsyncFor)):
+            continue
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("keys", "items", "values") \
+                and not it.args:
+            it = it.func.value
+        if not isinstance(it, ast.Name):
+            continue
+        fn = f.enclosing_function(node)
+        src = _dict_source(f, fn, it.id)
+        if src not in fillers or fn is not None and fn.name == fillers[src][0]:
+            continue
+        site = f.first_collective(node.body)
+        if site is None or _point_to_point(site) or _under_join(f, node):
+            continue
+        filler, line = fillers[src]
+        out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
+            f"{site.label} runs once per key of `{it.id}` (the loop at line {node.lineno}), a dict that {filler}() "
+            f"fills at run time (`if ... not in {it.id}:` at line {line}) with the keys this rank's own code reaches: "
+            f"ranks whose code added fewer keys (a pipeline stage without those layers) run fewer collectives",
+            fix=f"give every rank the same keys before the loop (add the expected names on every rank, or agree on "
+                f"the sorted union with `dist.all_gather_object`)"))
     return out
 
 

@@ -6305,3 +6305,57 @@ def test_a_decorator_that_tears_the_group_down_around_the_main() -> None:
                 dist.destroy_process_group()
         """
     assert found(plain) == []
+
+
+def test_a_token_budget_over_this_rank_s_sampler_makes_uneven_batches() -> None:
+    """evodiff (held-out rounds 16 and 97, named by both readers): `ApproxBatchSampler(SortishSampler(..., num_replicas,
+    rank), max_tokens, ...)` fills each batch up to a token budget from this rank's samples, so the ranks make different
+    numbers of batches; the loop over it lives in a function nested in the one that built the loader."""
+    src = """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+        from sequence_models.samplers import SortishSampler, ApproxBatchSampler
+        def train(rank, world_size, ds, lens, max_tokens):
+            sortish = SortishSampler(lens, 1000, num_replicas=world_size, rank=rank)
+            sampler = ApproxBatchSampler(sortish, max_tokens, 64, lens)
+            dl_train = DataLoader(ds, batch_sampler=sampler)
+            def epoch(model):
+                loader = dl_train
+                for batch in loader:
+                    loss = model(batch)
+                    dist.reduce(loss, 0)
+            epoch(None)
+        """
+    assert (12, "uneven-collective-count") in found(src)
+    # the same budget over the whole data set, dealt out in whole batches by a padding wrapper: as many on every rank
+    dealt = src.replace("sortish = SortishSampler(lens, 1000, num_replicas=world_size, rank=rank)",
+                        "sortish = SortishSampler(lens, 1000)").replace(
+        "dl_train = DataLoader(ds, batch_sampler=sampler)",
+        "dl_train = DataLoader(ds, batch_sampler=DistributedSamplerWrapper(sampler))")
+    assert found(dealt) == []
+
+
+def test_a_collective_per_key_of_a_dict_filled_at_run_time() -> None:
+    """Megatron's MoE loss tracker (issue 1444, blind collection of stop 52): the keys are added when a rank's own MoE
+    layers run, so a pipeline stage without them all-reduces fewer times."""
+    src = """
+        import torch
+        import torch.distributed as dist
+        from megatron.core import parallel_state
+        def save_to_tracker(name, loss, layer, num_layers):
+            tracker = parallel_state.get_tracker()
+            if name not in tracker:
+                tracker[name] = {"values": torch.zeros(num_layers)}
+            tracker[name]["values"][layer] += loss
+        def reduce_tracker_across_ranks():
+            tracker = parallel_state.get_tracker()
+            for name in tracker:
+                dist.all_reduce(tracker[name]["values"], group=parallel_state.get_pipeline_model_parallel_group())
+        """
+    assert found(src) == [(12, "uneven-collective-count")]
+    # a fixed list of names (the fix), or a dict the reducing function builds itself: nothing
+    fixed = src.replace("for name in tracker:", "for name in ['load_balancing_loss', 'z_loss']:")
+    assert found(fixed) == []
+    own = src.replace("            tracker = parallel_state.get_tracker()\n            for name in tracker:",
+                      "            tracker = {'loss': torch.zeros(1)}\n            for name in tracker:")
+    assert found(own) == []
