@@ -3063,9 +3063,12 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             return False
         inner = call.args[0] if call.args else next(
             (kw.value for kw in call.keywords if kw.arg in ("sampler", "batch_sampler")), None)
-        values = [inner] if isinstance(inner, ast.Call) else bound.get(
-            dotted(inner) if dotted(inner) in bound else key(dotted(inner), scope), []) if isinstance(
-            inner, (ast.Name, ast.Attribute)) else []
+        if isinstance(inner, ast.Call):
+            values = [inner]
+        elif isinstance(inner, (ast.Name, ast.Attribute)):
+            values = bound.get(dotted(inner) if dotted(inner) in bound else key(dotted(inner), scope), [])
+        else:
+            values = []
         return any(isinstance(v, ast.Call) and (any(kw.arg in _RANK_KWARGS for kw in v.keywords)
                                                 or any(f.is_rank_value(a) for a in v.args)) for v in values)
 
