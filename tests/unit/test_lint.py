@@ -6359,3 +6359,21 @@ def test_a_collective_per_key_of_a_dict_filled_at_run_time() -> None:
     own = src.replace("            tracker = parallel_state.get_tracker()\n            for name in tracker:",
                       "            tracker = {'loss': torch.zeros(1)}\n            for name in tracker:")
     assert found(own) == []
+
+
+def test_a_global_set_on_some_ranks_only_read_through_its_getter(tmp_path: Path) -> None:
+    """Primus (fix 1e0f3b8, blind collection of stop 52): the MLflow writer, a global set only where `args.rank ==
+    args.world_size - 1`, is None on every other rank; `if mlflow_writer is None: return` before a barrier leaves them out."""
+    holder = ("_WRITER = None\n\ndef set_writer(args):\n    global _WRITER\n    {}\n        _WRITER = object()\n\n"
+              "def get_writer():\n    return _WRITER\n")
+    (tmp_path / "train.py").write_text(
+        "import torch.distributed as dist\nfrom global_vars import get_writer\n\n"
+        "def finalize(writer):\n    if writer is None:\n        return\n    dist.barrier()\n\n"
+        "def main():\n    writer = get_writer()\n    finalize(writer)\n")
+
+    def lint(guard: str) -> list[tuple[int, str]]:
+        (tmp_path / "global_vars.py").write_text(holder.format(guard))
+        return [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).findings]
+    assert lint("if args.rank == (args.world_size - 1):") == [(7, "collective-in-rank-branch")]
+    # set under a setting every rank shares: the same writer (or None) everywhere
+    assert lint("if args.mlflow_run_name is not None:") == []
