@@ -577,20 +577,21 @@ def _reduced_later(f: SourceFacts, stmt: ast.If) -> str | None:
     return None
 
 
-def _constructor_setting(f: SourceFacts, test: ast.AST) -> bool:
+def _constructor_setting(f: SourceFacts, stmt: ast.If) -> bool:
     """Is the test ``self.x is None`` (or ``is not None``) of an attribute that only ``__init__`` sets, from one of
     its parameters: a setting the object was built with, not this rank's data (fairseq2's validator, ``if
     self._score_metric_descriptor is None: return`` before the barrier of its score load, blind collection of stop
     52)?"""
+    test = stmt.test
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None
             and isinstance(test.left, ast.Attribute) and isinstance(test.left.value, ast.Name)
             and test.left.value.id == "self"):
         return False
     attr = test.left.attr
-    cls = next((c for c in f.nodes if isinstance(c, ast.ClassDef)
-                and c.lineno <= test.lineno <= (c.end_lineno or c.lineno)), None)
-    if cls is None:
+    method = f.enclosing_function(stmt)
+    cls = f.parents[id(method)][2] if method is not None and id(method) in f.parents else None
+    if not isinstance(cls, ast.ClassDef):
         return False
     init = next((d for d in cls.body if isinstance(d, ast.FunctionDef) and d.name == "__init__"), None)
     if init is None:
@@ -1417,7 +1418,7 @@ class _RankWalk:
             (_is_data_condition(stmt.test) or _nan_flag(f, stmt) is not None or shard_grads
              or _reduced_later(f, stmt) is not None)
             and not _none_for_a_shared_reason(f, stmt) and not _counts_a_shared_list(f, stmt)
-            and not _constructor_setting(f, stmt.test)
+            and not _constructor_setting(f, stmt)
             and not _agreed(f, {n.id for n in subtree(stmt.test) if isinstance(n, ast.Name)},
                             stmt.lineno, f.enclosing_function(stmt))
             and not _test_of_an_agreement(f, stmt.test)
@@ -3007,8 +3008,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
         # the closest assignment of the name above this line gives a value every rank shares (megatron's
         # `cur_name = broadcast_str_from_megatron_pp(cur_name)` after a per-rank `cur_name = ...`)
         above = [ln for ln in lines.get(name, ()) if ln < line]
-        fn = next((d for d in f.functions.get(name.split(":", 1)[0], []) if ":" in name
-                   and d.lineno <= line <= (d.end_lineno or d.lineno)), None)
+        fn = def_at(name.split(":", 1)[0], line) if ":" in name else None
         if fn is not None and name not in handed_params:
             # only this function's own assignments count (PointContrast's two autograd Functions each have a
             # `backward(grad_output)`: the share one of them slices is not the other's, held-out round 92), and a
@@ -3035,9 +3035,13 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
             k = next((c for c in (key(n.id, o.name) for o in enclosing(scope, n.lineno)) if c in uneven), k)
         return k if k in uneven and not shadowed(k, n.lineno) else None
 
+    def def_at(scope: str, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The function named ``scope`` that holds ``line`` (a name may be defined by several classes)."""
+        return next((d for d in f.functions.get(scope, []) if d.lineno <= line <= (d.end_lineno or d.lineno)), None)
+
     def enclosing(scope: str, line: int) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
         """The functions around the function ``scope`` that holds ``line``, innermost first."""
-        fn = next((d for d in f.functions.get(scope, []) if d.lineno <= line <= (d.end_lineno or d.lineno)), None)
+        fn = def_at(scope, line)
         out = []
         while fn is not None and (fn := f.enclosing_function(fn)) is not None:
             out.append(fn)
@@ -3163,9 +3167,8 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 if isinstance(n.func, ast.Attribute):
                     stack.append(n.func.value)
                 continue
-            if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) in uneven or key(dotted(n), scope) in uneven
-                                                             or held(n, scope) is not None):
-                k = held(n, scope)
+            if isinstance(n, (ast.Name, ast.Attribute)) and ((k := held(n, scope)) is not None or dotted(n) in uneven
+                                                             or key(dotted(n), scope) in uneven):
                 if k is not None:
                     because[0] = uneven[k]
                     return True
