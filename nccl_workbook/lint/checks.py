@@ -2909,9 +2909,11 @@ def _pads(f: SourceFacts, call: ast.Call) -> bool:
 def _pads_to_max(f: SourceFacts, call: ast.Call) -> bool:
     """Does the call go to a function of this file or of the project that agrees the largest share's length and
     pads to it (DGL's fix, PR 3542: ``pad_data(nids)`` all-reduces ``nids.numel()`` with ``ReduceOp.MAX`` and
-    repeats ids up to it)? Its result is as long on every rank."""
+    repeats ids up to it)? Its result is as long on every rank. (Not when the call leaves the group it agrees over
+    at None: verl's ``rearrange_micro_batches(batch, max_token_len=n)`` takes the largest count only given
+    ``dp_group``.)"""
     target = _callee(f, call)
-    if target is None:
+    if target is None or _count_left_unagreed(f, call):
         return False
     other, func = target
     return any(isinstance(n, ast.Call) and call_name(n)[1] in ("all_reduce", "all_reduce_multigpu")
@@ -3979,11 +3981,55 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
             f"length can differ between ranks" + (f": {left}" if left else ""),
             fix="give the helper the group named above, so that it agrees the count and every rank runs the loop "
                 "the same number of times" if left else ""))
+    out += _schedules_over_a_share(f, uneven)
     out += _uneven_training_samplers(f)
     out += _lazily_keyed_loops(f)
     out += _stop_iteration_from_getitem(f)
     out += _generate_unsynced(f)
     out += _collective_at_exhaustion(f, uneven)
+    return out
+
+
+#: the keyword of Megatron's pipeline schedule (``get_forward_backward_func()(..., num_microbatches=n)``) that sets how
+#: many micro-batches it runs, each a forward and a backward with the model's collectives
+_MICROBATCH_COUNT = frozenset({"num_microbatches", "num_micro_batches"})
+
+
+def _schedules_over_a_share(f: SourceFacts, uneven: dict[str, str]) -> list[RawFinding]:
+    """verl's Megatron actor and critic (PR 5451, collected blind in stop 53): ``micro_batches, _ =
+    rearrange_micro_batches(batch, max_token_len=n)`` without ``dp_group`` packs this rank's tokens into its own
+    number of micro-batches; ``forward_backward_func(..., num_microbatches=len(micro_batches))`` then runs that many
+    forwards and backwards, each with the model's collectives (the MoE all-to-alls, the pipeline's sends), so the
+    ranks with fewer leave the schedule while the others wait in the next one. The loop is inside Megatron: the
+    count handed to it is the loop's length."""
+    out: list[RawFinding] = []
+    for node in f.nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        count = next((kw.value for kw in node.keywords if kw.arg in _MICROBATCH_COUNT), None)
+        name = dotted(node.func)
+        if count is None or not ("forward_backward" in name
+                                 or any(kw.arg == "forward_step_func" for kw in node.keywords)):
+            continue
+        fn = f._scope_of(node.lineno)   # (of an expression: enclosing_function() walks statements)
+        names = {dotted(n) for n in subtree(count) if isinstance(n, (ast.Name, ast.Attribute))}
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):   # the count kept in a name first: `n_micro_batch = len(micro_batches)`
+            names |= {dotted(n) for a in walk_local(fn) if isinstance(a, ast.Assign) and a.lineno < node.lineno
+                      and any(isinstance(t, ast.Name) and t.id in names for t in a.targets)
+                      for n in subtree(a.value) if isinstance(n, (ast.Name, ast.Attribute))}
+            names |= {f"{fn.name}:{n}" for n in names}
+        shard = sorted(names & uneven.keys())
+        if not shard:
+            continue
+        left = next((uneven[s] for s in shard if uneven[s]), "")
+        out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, node.lineno,
+            f"{name}() runs `{ast.unparse(count)}` micro-batches, each a forward and a backward with the model's "
+            f"collectives (the pipeline's sends, MoE all-to-alls), and `{shard[0].split(':')[-1]}` is a per-rank "
+            f"share whose length can differ between ranks" + (f": {left}" if left else ""),
+            fix="give the helper the group named above, so that it agrees the count and every rank runs as many "
+                "micro-batches" if left else "agree the count over the data-parallel group (the largest, with "
+                "`dist.all_reduce(n, op=MAX)`, padding with empty micro-batches) before the schedule"))
     return out
 
 

@@ -2087,6 +2087,39 @@ class SourceFacts:
     def _elsewhere(self, other: SourceFacts, site: Site) -> Site:
         return site if site.path else replace(site, path=Path(other.path).name)
 
+    def decorator_collective(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Site | None:
+        """The collective a decorator of the project wraps around the function, if any: oumi's ``@local_leader_only()``
+        (PR 328, collected blind in stop 53) runs the function on the local leader and then calls ``barrier()`` on
+        every rank that enters the wrapper, so a call of the decorated function is a collective, whichever rank
+        makes it (``self.log(...)`` after ``if not is_world_process_zero(): return``: rank 0's barrier alone)."""
+        for d in fn.decorator_list:
+            target = d.func if isinstance(d, ast.Call) else d
+            if not isinstance(target, (ast.Name, ast.Attribute)):
+                continue
+            recv, name = dotted(target).rpartition(".")[::2]
+            owner: SourceFacts | None = self if not recv and name in self.functions and name not in self.imported \
+                else None
+            func = name
+            if owner is None:
+                ext = self.external(recv, name)
+                if ext is None:
+                    continue
+                owner, func = ext
+            for deco in owner.functions.get(func, []):
+                # the wrapper is a function inside the decorator (inside a decorator factory's decorator): every call
+                # its body makes but the wrapped function's
+                wrapped = {a.arg for n in ast.walk(deco) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                           and n is not deco for a in n.args.args[:1]}
+                for node in ast.walk(deco):
+                    if not isinstance(node, ast.Call) or isinstance(node.func, ast.Name) and node.func.id in wrapped:
+                        continue
+                    site = owner.collective_of(node, include_backward=False)
+                    if site is not None:
+                        at = f"{Path(owner.path).name}:{site.line}" if owner is not self else f"line {site.line}"
+                        return Site(fn.lineno, f"{fn.name}() (decorated with @{ast.unparse(d)}, whose wrapper calls "
+                                               f"{site.label} at {at})")
+        return None
+
     def function_collective(self, name: str, *, include_backward: bool = True) -> Site | None:
         """The first collective a function of this file reaches (through its own calls), or None.
 
@@ -2113,6 +2146,9 @@ class SourceFacts:
         for fn in defs:
             if self.rank_only_function(fn):
                 continue
+            found = self.decorator_collective(fn)
+            if found:
+                break
             for node in walk_local(fn):
                 if isinstance(node, ast.Call) and node is not fn:
                     recv, callee = call_name(node)

@@ -6377,3 +6377,82 @@ def test_a_global_set_on_some_ranks_only_read_through_its_getter(tmp_path: Path)
     assert lint("if args.rank == (args.world_size - 1):") == [(7, "collective-in-rank-branch")]
     # set under a setting every rank shares: the same writer (or None) everywhere
     assert lint("if args.mlflow_run_name is not None:") == []
+
+
+def test_a_pipeline_schedule_handed_a_per_rank_count_of_micro_batches(tmp_path: Path) -> None:
+    """verl's Megatron actor (PR 5451, blind collection of stop 53): ``rearrange_micro_batches(batch, max_token_len=n)``
+    without ``dp_group`` packs this rank's tokens into its own count of micro-batches, and Megatron's
+    ``forward_backward_func(num_microbatches=n)`` runs that many forwards and backwards, the loop inside Megatron."""
+    files = {
+        "actor.py": """\
+            from megatron.core.pipeline_parallel import get_forward_backward_func
+            from balancing import rearrange_micro_batches
+            def forward_backward_batch(model, batch, n, step):
+                micro_batches, indices = rearrange_micro_batches(batch=batch, max_token_len=n)
+                n_micro_batch = len(micro_batches)
+                forward_backward_func = get_forward_backward_func()
+                return forward_backward_func(forward_step_func=step, data_iterator=iter(micro_batches),
+                                             model=model, num_microbatches=n_micro_batch, forward_only=False)
+            """,
+        "balancing.py": """\
+            import torch
+            import torch.distributed as dist
+            def rearrange_micro_batches(batch, max_token_len, dp_group=None):
+                num = torch.tensor([len(batch) // max_token_len + 1])
+                if dp_group is not None:
+                    dist.all_reduce(num, op=dist.ReduceOp.MAX, group=dp_group)
+                return [batch[i::int(num)] for i in range(int(num))], None
+            """}
+    script = _project(tmp_path, files)
+    (f,) = [f for f in lint_paths([script]).findings if Path(f.path).name == "actor.py"]
+    assert (f.line, f.rule.value) == (7, "uneven-collective-count") and "dp_group" in f.message
+    # the fix: the count agreed over the data-parallel group
+    (tmp_path / "actor.py").write_text(textwrap.dedent(files["actor.py"]).replace(
+        "max_token_len=n)", "max_token_len=n, dp_group=dp)"))
+    assert [f for f in lint_paths([script]).findings if Path(f.path).name == "actor.py"] == []
+
+
+def test_a_decorator_whose_wrapper_calls_a_collective_makes_the_function_one(tmp_path: Path) -> None:
+    """oumi (PR 328, blind collection of stop 53): ``@local_leader_only()`` runs the function on the local leader and
+    then calls ``barrier()`` on every rank that enters the wrapper; ``self.log(...)`` after ``if not
+    is_world_process_zero(): return`` is rank 0's barrier alone."""
+    files = {
+        "trainer.py": """\
+            from distributed import is_world_process_zero, local_leader_only
+            class Trainer:
+                def __init__(self):
+                    self._init_logging()
+                @local_leader_only()
+                def log(self, message):
+                    print(message)
+                def _init_logging(self):
+                    if not is_world_process_zero():
+                        return
+                    self.log("logging to the output folder")
+            """,
+        "distributed.py": """\
+            import functools
+            import torch.distributed as dist
+            def is_world_process_zero():
+                return dist.get_rank() == 0
+            def local_leader_only(*barrier_args):
+                def decorator(user_function):
+                    @functools.wraps(user_function)
+                    def wrapper(*args, **kwargs):
+                        result = None
+                        if dist.get_rank() == 0:
+                            result = user_function(*args, **kwargs)
+                        dist.barrier(*barrier_args)
+                        return result
+                    return wrapper
+                return decorator
+            """}
+    script = _project(tmp_path, files)
+    (f,) = lint_paths([script]).findings
+    assert (Path(f.path).name, f.line, f.rule.value) == ("trainer.py", 11, "collective-in-rank-branch")
+    assert "@local_leader_only()" in f.message
+    # a decorator whose wrapper only times the call: the call is no collective
+    (tmp_path / "distributed.py").write_text(textwrap.dedent(files["distributed.py"]).replace(
+        "dist.barrier(*barrier_args)", "print(barrier_args)"))
+    assert lint_paths([script]).findings == ()
+
