@@ -56,6 +56,8 @@ _CONFIG_DIRS = ("configs", "config", "conf", "cfg", "cfgs")
 #: a class or function a configuration names for ``hydra.utils.instantiate`` (``_target_:``) or for the latent-diffusion
 #: family's ``instantiate_from_config`` (``target:``)
 _TARGET = re.compile(r"^\s*-?\s*_?target_?\s*:\s*['\"]?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)['\"]?\s*(?:#.*)?$", re.M)
+#: a name in a configuration's text
+_WORD = re.compile(r"[A-Za-z_]\w*")
 #: at most this many configuration files are read per script, each at most this many bytes
 MAX_CONFIG_FILES = 400
 MAX_CONFIG_BYTES = 256_000
@@ -110,6 +112,7 @@ class Project:
         self._additions: dict[Path, list[Path]] = {}
         self._class_index: tuple[int, dict[str, list[SourceFacts]]] | None = None
         self._targets: dict[Path, list[str]] = {}
+        self._config_text: dict[tuple[Path, tuple[str, ...]], list[str]] = {}
         self._accelerate: dict[Path, tuple[tuple[str, str, int | None], ...]] = {}
         self._given_index: tuple[int, dict[str, list[Path]]] | None = None
         self._vendored: dict[Path, list[Path]] = {}
@@ -137,36 +140,55 @@ class Project:
         self._facts[key] = facts
         return facts
 
-    def config_targets(self, script: Path) -> list[str]:
-        """The modules the run configurations of the script's project name as what to build (bio-diffusion's
-        ``_target_: src.models.qm9_mol_gen_ddpm.QM9MoleculeGenerationDDPM``, whose ``training_step`` the script
-        never imports: blind collection of stop 46): the dotted name without its last part, in the order found.
-        The configuration folders are looked for beside the script and up to :data:`LEVELS_UP` folders above it."""
-        key = script.resolve().parent
-        if key in self._targets:
-            return self._targets[key]
-        found: list[str] = []
+    def _config_texts(self, script: Path, suffixes: tuple[str, ...] = (".yaml", ".yml")) -> list[str]:
+        """The texts of the run configurations of the script's project (the files of these suffixes in the
+        configuration folders beside the script and up to :data:`LEVELS_UP` folders above it; at most
+        :data:`MAX_CONFIG_FILES`, each at most :data:`MAX_CONFIG_BYTES`), read once per folder."""
+        key = (script.resolve().parent, suffixes)
+        if key in self._config_text:
+            return self._config_text[key]
         files: list[Path] = []
-        for folder in [key, *key.parents][:LEVELS_UP + 1]:
+        for folder in [key[0], *key[0].parents][:LEVELS_UP + 1]:
             for name in _CONFIG_DIRS:
                 where = folder / name
                 if where.is_dir() and not any(p in _NEVER for p in where.parts):
-                    files += sorted(p for p in where.rglob("*") if p.suffix in (".yaml", ".yml"))
+                    files += sorted(p for p in where.rglob("*") if p.suffix in suffixes)
             if len(files) >= MAX_CONFIG_FILES:
                 break
+        texts: list[str] = []
         for path in files[:MAX_CONFIG_FILES]:
             try:
                 if path.stat().st_size > MAX_CONFIG_BYTES:
                     continue
-                text = path.read_text(errors="replace")
+                texts.append(path.read_text(errors="replace"))
             except OSError:
                 continue
+        self._config_text[key] = texts
+        return texts
+
+    def config_targets(self, script: Path) -> list[str]:
+        """The modules the run configurations of the script's project name as what to build (bio-diffusion's
+        ``_target_: src.models.qm9_mol_gen_ddpm.QM9MoleculeGenerationDDPM``, whose ``training_step`` the script
+        never imports: blind collection of stop 46): the dotted name without its last part, in the order found."""
+        key = script.resolve().parent
+        if key in self._targets:
+            return self._targets[key]
+        found: list[str] = []
+        for text in self._config_texts(script):
             for target in _TARGET.findall(text):
                 module = target.rsplit(".", 1)[0]
                 if module.split(".")[0] not in _LIBRARIES and module not in found:
                     found.append(module)
         self._targets[key] = found
         return found
+
+    def config_words(self, script: Path) -> frozenset[str]:
+        """Every name the run configurations of the script's project spell: the classes and functions they have
+        built or looked up by name (Hydra's ``_target_``, Palette's ``"which_model": ["models.model", "Palette"]``,
+        HALOs' ``trainer: PPOTrainer`` read with ``getattr(trainers, config.loss.trainer)``, MMDetection's Python
+        configurations' ``type='FCAF3DNeckWithHead'``)."""
+        return frozenset(w for suffixes in ((".yaml", ".yml"), (".json",), (".py",))
+                         for text in self._config_texts(script, suffixes) for w in _WORD.findall(text))
 
     def accelerate_configs(self, script: Path) -> tuple[tuple[str, str, int | None], ...]:
         """The ``accelerate`` launch configurations a project ships beside the script, up to :data:`LEVELS_UP`

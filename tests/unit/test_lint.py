@@ -1011,8 +1011,10 @@ def test_imports_of_imports_in_the_scripts_own_folder(tmp_path: Path) -> None:
              "        if self.local_rank == 0:\n            torch.save(model.state_dict(), 'best.pt')\n"
              "        dist.barrier()\n")
     (tmp_path / "utils" / "tools.py").write_text(tools)
-    (tmp_path / "exp" / "exp_forecast.py").write_text("from utils.tools import EarlyStopping\n")
-    (tmp_path / "run.py").write_text("from exp.exp_forecast import Exp_Forecast\n")
+    (tmp_path / "exp" / "exp_forecast.py").write_text(
+        "from utils.tools import EarlyStopping\nclass Exp_Forecast:\n    def train(self):\n"
+        "        EarlyStopping()(self.model)\n")
+    (tmp_path / "run.py").write_text("from exp.exp_forecast import Exp_Forecast\nExp_Forecast().train()\n")
     from nccl_workbook.lint import lint_paths
     assert [(Path(f.path).name, f.line) for f in lint_paths([tmp_path / "run.py"]).with_notes] == [("tools.py", 6)]
     # a library above an example (physicsnemo's examples/weather/graphcast importing physicsnemo/...) is
@@ -1703,8 +1705,10 @@ def test_three_imports_deep_and_a_submodule_named_through_its_package(tmp_path: 
         "import onmt.utils\nclass Trainer:\n    def train(self, batches):\n        for b in batches:\n"
         "            n = onmt.utils.distributed.all_gather_list(b)\n            if self.gpu_rank <= 0:\n"
         "                self.validate(self.valid_iter)\n")
-    (tmp_path / "onmt/train_single.py").write_text("from onmt.trainer import Trainer\n")
-    (tmp_path / "onmt/bin/train.py").write_text("from onmt.train_single import main\n")
+    (tmp_path / "onmt/train_single.py").write_text(
+        "from onmt.trainer import Trainer\ndef main(batches):\n    Trainer().train(batches)\n")
+    (tmp_path / "onmt/bin/train.py").write_text(
+        "from onmt.train_single import main as single_main\ndef main():\n    single_main([])\n")
     (tmp_path / "train.py").write_text("from onmt.bin.train import main\nmain()\n")
     assert [(Path(f.path).name, f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).with_notes] == [
         ("trainer.py", 7, "rank0-long-work-before-collective")]
@@ -6456,3 +6460,48 @@ def test_a_decorator_whose_wrapper_calls_a_collective_makes_the_function_one(tmp
         "dist.barrier(*barrier_args)", "print(barrier_args)"))
     assert lint_paths([script]).findings == ()
 
+
+def test_only_what_the_script_can_reach_is_reported_in_the_files_it_imports(tmp_path: Path) -> None:
+    """torchrec's DLRM example (held-out round 102) imports ``TrainPipelineSparseDist`` from a module of a dozen
+    pipelines: the hazards of the classes it never names are not its own. A class it names is reported whole (a
+    framework calls its hooks), with its bases, and so is a function reached through an alias."""
+    script = _project(tmp_path, {
+        "train.py": """\
+            from pipelines import TrainPipeline as Pipeline, helper as run_helper
+            Pipeline().progress()
+            run_helper()
+            """,
+        "pipelines.py": """\
+            import torch.distributed as dist
+            class Base:
+                def hook(self):
+                    if dist.get_rank() == 0:
+                        dist.barrier()
+            class TrainPipeline(Base):
+                def progress(self):
+                    pass
+            class PrefetchPipeline(Base):
+                def progress(self):
+                    if dist.get_rank() == 0:
+                        dist.barrier()
+            def helper():
+                if dist.get_rank() == 0:
+                    dist.barrier()
+            def unused():
+                if dist.get_rank() == 0:
+                    dist.barrier()
+            """})
+    # Base.hook (a base of the class named) and helper() (named as run_helper)
+    assert sorted(f.line for f in lint_paths([script]).findings) == [5, 15]
+    # named on the command line, a file is reported whole
+    assert sorted(f.line for f in lint_paths([script, tmp_path / "pipelines.py"]).findings) == [5, 12, 15, 18]
+    # a class a registry keeps is built from a name only a configuration gives (MMDetection's `type=...`)
+    text = (tmp_path / "pipelines.py").read_text()
+    (tmp_path / "pipelines.py").write_text(text.replace("class PrefetchPipeline(Base):",
+                                                        "@PIPELINES.register_module()\nclass PrefetchPipeline(Base):"))
+    assert sorted(f.line for f in lint_paths([script]).findings) == [5, 13, 16]
+    # or one a run configuration names (HALOs' `trainer: PPOTrainer`, read with getattr)
+    (tmp_path / "pipelines.py").write_text(text)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "loss.yaml").write_text("trainer: PrefetchPipeline\n")
+    assert sorted(f.line for f in lint_paths([script]).findings) == [5, 12, 15]

@@ -43,7 +43,7 @@ def test_manifest_names_sources_and_known_rules() -> None:
             assert case["confirms"] or (case.get("hazard_only") and "HAZARD ONLY" in case["note"]), \
                 f"{case['file']}: a hazard case needs the URL or source that confirms it"
         for rule, line in (case["expect"] + case["also"] + case.get("false", []) + case.get("blind_false", [])
-                           + case.get("false_later", [])):
+                           + case.get("false_later", []) + case.get("unreached", [])):
             assert rule in rules and line > 0, case["file"]
 
 
