@@ -60,6 +60,7 @@ __all__ = [
     "render_text",
     "CHECKS",
     "DEPRECATED_ALIASES",
+    "ASYNC_ERROR_HANDLING_OFF_WHY",
     "DISABLED_TRANSPORTS",
     "NOOP_SETTINGS",
     "SCRIPT_VARIABLE_PREFIXES",
@@ -306,6 +307,11 @@ def _deprecated_aliases(ctx: _Context) -> Iterator[DoctorFinding]:
         )
 
 
+#: why ``TORCH_NCCL_ASYNC_ERROR_HANDLING=0`` is a hazard (the doctor's check and the lint's rule say it alike)
+ASYNC_ERROR_HANDLING_OFF_WHY = ("The watchdog then reports a timed-out collective but does not abort it: the job can "
+                                "hang for hours instead of failing at the timeout.")
+
+
 def _async_error_handling_off(ctx: _Context) -> Iterator[DoctorFinding]:
     aeh = ctx.env.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", ctx.env.get("NCCL_ASYNC_ERROR_HANDLING"))
     if aeh is None or aeh.strip() != "0":
@@ -315,8 +321,7 @@ def _async_error_handling_off(ctx: _Context) -> Iterator[DoctorFinding]:
         severity=Severity.ERROR,
         subject="TORCH_NCCL_ASYNC_ERROR_HANDLING",
         what="Async error handling is off (TORCH_NCCL_ASYNC_ERROR_HANDLING=0).",
-        why=("The watchdog then reports a timed-out collective but does not abort it: the job can hang for "
-             "hours instead of failing at the timeout."),
+        why=ASYNC_ERROR_HANDLING_OFF_WHY,
         fix="Unset it (torch's default is 3: tear down without waiting on a hung NCCL abort).",
     )
 

@@ -18,6 +18,7 @@ import ast
 import html
 import os
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,10 @@ __all__ = ["LintFinding", "LintError", "LintReport", "lint_source", "lint_file",
 #: exp/exp_forecast.py, whose loop calls utils/tools.py's early stopping: OpenLTM; OpenNMT-py's train.py ->
 #: onmt/bin/train.py -> onmt/train_single.py -> onmt/trainer.py, where the loop is)
 IMPORT_DEPTH = 3
+#: Python 3.12's type parameters (`class C[T: Base]:`, `def f[T](x: T):`, `type Alias[T] = ...`), which an older
+#: Python's parser rejects
+_NEWER_SYNTAX = re.compile(r"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+\w+[ \t]*\[|^[ \t]*type[ \t]+\w+[ \t]*(?:\[[^\]]*\])?[ \t]*=",
+                           re.M)
 #: folders never entered when a folder is linted
 _SKIP_DIRS = frozenset({".git", ".hg", ".venv", "venv", "env", "__pycache__", "node_modules", ".tox", ".mypy_cache",
                         "site-packages", "build", "dist", ".ipynb_checkpoints"})
@@ -196,6 +201,13 @@ def lint_file(path: str | os.PathLike[str], project: Project | None = None, *,
     try:
         return lint_source(text, str(path), project, notes=notes), None
     except SyntaxError as exc:
+        newer = _NEWER_SYNTAX.search(text) if sys.version_info < (3, 12) else None
+        if newer is not None:
+            # Fast-LLM's `class ForwardKLEvaluator[ConfigType: ...]` (blind collection of stop 53) on Python 3.11
+            line = text.count("\n", 0, newer.start()) + 1
+            return [], LintError(str(path), f"does not parse with this Python ({sys.version_info.major}."
+                                            f"{sys.version_info.minor}): line {line} uses the type parameters of "
+                                            f"Python 3.12 (PEP 695); run the lint with the Python the project needs")
         return [], LintError(str(path), f"does not parse: {exc.msg} (line {exc.lineno})")
     except (ValueError, RecursionError) as exc:  # null bytes; absurdly deep nesting
         try:

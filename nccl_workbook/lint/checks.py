@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nccl_workbook.doctor import DEPRECATED_ALIASES
+from nccl_workbook.doctor import ASYNC_ERROR_HANDLING_OFF_WHY, DEPRECATED_ALIASES
 from nccl_workbook.fixes.dataloader import loader_problems
 from nccl_workbook.lint.rules import Rule
 from nccl_workbook.doctor import NOOP_SETTINGS, SCRIPT_VARIABLE_PREFIXES, noop_setting
@@ -4751,9 +4751,23 @@ _ENV_NOOP = {k: _clause(why) for k, why in NOOP_SETTINGS.items() if "." not in k
 _ATTR_NAMES = {k.rpartition(".")[2] for k in NOOP_SETTINGS if "." in k}
 
 
-def _env_key_finding(key: object, line: int) -> RawFinding | None:
+#: the variable that turns the watchdog's abort of a timed-out collective off when set to 0, and its old name
+_ASYNC_ERROR_HANDLING = ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING")
+
+
+def _env_key_finding(key: object, line: int, value: ast.AST | None = None) -> RawFinding | None:
     if not isinstance(key, str):
         return None
+    if key in _ASYNC_ERROR_HANDLING and value is not None and str(_const(value)).strip() == "0":
+        # DLRM's `os.environ["NCCL_ASYNC_ERROR_HANDLING"] = "0"` (held-out round 104): the timeout stops nothing
+        return RawFinding(Rule.NOOP_TIMEOUT_SETTING, line,
+                          f"`{key}` is set to 0: the process group's timeout ends nothing"
+                          + (f" (and `{key}` is the deprecated name of `{DEPRECATED_ALIASES[key]}`)"
+                             if key in DEPRECATED_ALIASES else ""),
+                          why=ASYNC_ERROR_HANDLING_OFF_WHY[0].lower() + ASYNC_ERROR_HANDLING_OFF_WHY[1:].rstrip("."),
+                          fix="do not set it: torch's default, 3, ends the process at the timeout with the watchdog's "
+                              "report (2 aborts the collective and keeps the process); a CUDA graph that captures NCCL "
+                              "calls no longer needs it since torch 2.2, whose watchdog leaves a capture alone")
     if key in _ENV_NOOP:
         return RawFinding(Rule.NOOP_TIMEOUT_SETTING, line, f"`{key}` is set: {_ENV_NOOP[key]}")
     if key.startswith(SCRIPT_VARIABLE_PREFIXES):
@@ -4796,7 +4810,7 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 if isinstance(t, ast.Subscript) and "environ" in dotted(t.value) and isinstance(t.slice, ast.Constant):
-                    found.append(_env_key_finding(t.slice.value, node.lineno))
+                    found.append(_env_key_finding(t.slice.value, node.lineno, node.value))
                 elif isinstance(t, ast.Attribute) and t.attr in _ATTR_NAMES:
                     why = noop_setting(dotted(t))
                     if why is not None:
@@ -4827,9 +4841,10 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
                     fix="set the timeout where the group is made: `ddp_timeout` (seconds) in the TrainingArguments "
                         "(`--ddp_timeout 7200`)"))
             elif name in ("setdefault", "putenv") and ("environ" in recv or recv == "os") and node.args:
-                found.append(_env_key_finding(getattr(node.args[0], "value", None), node.lineno))
+                found.append(_env_key_finding(getattr(node.args[0], "value", None), node.lineno,
+                                              node.args[1] if len(node.args) > 1 else None))
             elif name in ("update", "dict") or (name == "update" and "environ" in recv):
-                found.extend(_env_key_finding(kw.arg, node.lineno) for kw in node.keywords)
+                found.extend(_env_key_finding(kw.arg, node.lineno, kw.value) for kw in node.keywords)
             elif name == "setattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
                     and node.args[1].value in _ATTR_NAMES:
                 why = noop_setting(f"{dotted(node.args[0])}.{node.args[1].value}")
@@ -4837,7 +4852,8 @@ def check_noop_settings(f: SourceFacts) -> list[RawFinding]:
                     found.append(RawFinding(Rule.NOOP_TIMEOUT_SETTING, node.lineno,
                                             f"`setattr(..., {node.args[1].value!r}, ...)` changes no timeout: {_clause(why)}"))
         elif isinstance(node, ast.Dict):
-            found.extend(_env_key_finding(getattr(k, "value", None), node.lineno) for k in node.keys if k is not None)
+            found.extend(_env_key_finding(getattr(k, "value", None), node.lineno, v)
+                         for k, v in zip(node.keys, node.values, strict=True) if k is not None)
         out.extend(x for x in found if x is not None and not _read_back(x, read_here))
     # the old name set for an old torch (physicsnemo: `if torch.__version__ < (2, 2): os.environ[
     # "NCCL_ASYNC_ERROR_HANDLING"] = "0" else: ...TORCH_NCCL_...`) is the name that torch reads

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -600,8 +601,9 @@ def test_held_out_round_four_idioms() -> None:
     assert found(epochs) == []
     shard = epochs.replace("ModelEMA(model) if RANK in {-1, 0} else None", "data[RANK::4]")
     assert found(shard) == [(6, "uneven-collective-count")]
-    # a deprecated alias is reported for what it is, with its own why and fix
-    (f,) = lint_source("import os\nos.environ['NCCL_ASYNC_ERROR_HANDLING'] = '0'\n")
+    # a deprecated alias is reported for what it is, with its own why and fix (set to 0, it also turns the watchdog's
+    # abort off: that is said first, see test_async_error_handling_turned_off_makes_the_timeout_end_nothing)
+    (f,) = lint_source("import os\nos.environ['NCCL_ASYNC_ERROR_HANDLING'] = '1'\n")
     assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" in f.fix and "default timeout" not in f.message
 
 
@@ -1028,10 +1030,12 @@ def test_imports_of_imports_in_the_scripts_own_folder(tmp_path: Path) -> None:
 
 
 def test_library_idioms_of_round_nine() -> None:
-    # physicsnemo: the old name set for an old torch, the new one otherwise, is what torch reads
-    versioned = ("import os\nimport torch\nif torch.__version__ < (2, 2):\n    os.environ['NCCL_ASYNC_ERROR_HANDLING'] = '0'\n"
-                 "else:\n    os.environ['TORCH_NCCL_ASYNC_ERROR_HANDLING'] = '0'\n")
-    assert found(versioned) == []
+    # physicsnemo: the old name set for an old torch, the new one otherwise, is what torch reads (no alias to
+    # report); set to 0, the new name turns the watchdog's abort off on today's torch (stop 53)
+    versioned = ("import os\nimport torch\nif torch.__version__ < (2, 2):\n    os.environ['NCCL_ASYNC_ERROR_HANDLING'] = '{0}'\n"
+                 "else:\n    os.environ['TORCH_NCCL_ASYNC_ERROR_HANDLING'] = '{0}'\n")
+    assert found(versioned.format(1)) == []
+    assert found(versioned.format(0)) == [(6, "noop-timeout-setting")]
     assert found("import os\nos.environ['NCCL_ASYNC_ERROR_HANDLING'] = '0'\n") == [(2, "noop-timeout-setting")]
     # a private lookup (`_get_checkpoint_filename`) or a format test (`_detect_checkpoint_format`) is no save
     step = HEAD + "if rank == 0:\n    {}\ndist.barrier()\n"
@@ -6505,3 +6509,36 @@ def test_only_what_the_script_can_reach_is_reported_in_the_files_it_imports(tmp_
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "loss.yaml").write_text("trainer: PrefetchPipeline\n")
     assert sorted(f.line for f in lint_paths([script]).findings) == [5, 12, 15]
+
+
+def test_async_error_handling_turned_off_makes_the_timeout_end_nothing() -> None:
+    """NVIDIA's DLRM (held-out round 104): `os.environ["NCCL_ASYNC_ERROR_HANDLING"] = "0"` before the group is made.
+    The watchdog then reports a timed-out collective without aborting it: a hang lasts until the job is killed
+    (the doctor's `async-error-handling-off`, one text for both)."""
+    from nccl_workbook.doctor import ASYNC_ERROR_HANDLING_OFF_WHY
+    src = "import os\nos.environ[{!r}] = {!r}\n"
+    (f,) = lint_source(src.format("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"))
+    assert (f.line, f.rule.value) == (2, "noop-timeout-setting") and "ends nothing" in f.message
+    assert ASYNC_ERROR_HANDLING_OFF_WHY.split(": ")[1] in f.message
+    (f,) = lint_source(src.format("NCCL_ASYNC_ERROR_HANDLING", "0"))
+    assert "ends nothing" in f.message and "deprecated name" in f.message
+    # any other value does what it says; the old name is still only a deprecated alias
+    assert lint_source(src.format("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")) == []
+    (f,) = lint_source(src.format("NCCL_ASYNC_ERROR_HANDLING", "1"))
+    assert "ends nothing" not in f.message and "deprecated name" in f.message
+    assert [x.line for x in lint_source("import os\nos.environ.update(TORCH_NCCL_ASYNC_ERROR_HANDLING='0')\n")] == [2]
+
+
+def test_a_file_in_newer_python_syntax_is_named_as_such(tmp_path: Path) -> None:
+    """Fast-LLM (blind collection of stop 53) declares `class ForwardKLEvaluator[ConfigType: ...]`, Python 3.12's type
+    parameters: an older Python cannot parse it, and the error says which Python the lint needs, not a bare
+    `invalid syntax`."""
+    script = tmp_path / "evaluator.py"
+    script.write_text("import torch.distributed as dist\n\nclass Evaluator[C: object]:\n    def run(self):\n"
+                      "        if dist.get_rank() == 0:\n            dist.barrier()\n")
+    report = lint_paths([script])
+    if sys.version_info >= (3, 12):
+        assert report.errors == () and [f.line for f in report.findings] == [6]
+    else:
+        (error,) = report.errors
+        assert "line 3 uses the type parameters of Python 3.12" in error.error and report.exit_code == 2
