@@ -336,21 +336,18 @@ def _unreached(project: Project, files: list[Path], extra: list[Path]) -> dict[P
         parts = path.with_suffix("").parts
         parts = parts[:-1] if parts[-1] == "__init__" else parts
         return any(parts[-k:] in tails for k in (2, 3) if len(parts) >= k)
-    units = [(p, st) for p, st in units if not named_by_string(p) or used.update(_names_used(st))]
-    changed = True
-    while changed:
-        changed = False
-        for a in [a for a in used if a in alias]:
-            if not alias[a] <= used:
-                used |= alias[a]
-        left = []
-        for p, stmt in units:
-            if stmt.name in used:
-                used |= _names_used(stmt)
-                changed = True
-            else:
-                left.append((p, stmt))
-        units = left
+
+    for p, stmt in [u for u in units if named_by_string(u[0])]:
+        used |= _names_used(stmt)
+    units = [u for u in units if not named_by_string(u[0])]
+    while True:   # until no unit is newly reached by what the reached ones name
+        names = used | {n for a in used & alias.keys() for n in alias[a]}
+        now = [u for u in units if u[1].name in names]
+        if not now:
+            break
+        for _p, stmt in now:
+            used |= _names_used(stmt)
+        units = [u for u in units if u[1].name not in names]
     out: dict[Path, list[tuple[int, int]]] = {}
     for p, stmt in units:
         start = min([stmt.lineno] + [d.lineno for d in stmt.decorator_list])
