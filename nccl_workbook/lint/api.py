@@ -340,8 +340,18 @@ def _unreached(project: Project, files: list[Path], extra: list[Path]) -> dict[P
     for p, stmt in [u for u in units if named_by_string(u[0])]:
         used |= _names_used(stmt)
     units = [u for u in units if not named_by_string(u[0])]
+    def with_aliases(names: set[str]) -> set[str]:
+        # `from tools import pretrain_run_net as pretrain`, where tools/__init__.py has `from .runner_pretrain import
+        # run_net as pretrain_run_net` (Point-MAE): a chain of aliases
+        out, todo = set(names), [a for a in names if a in alias]
+        while todo:
+            for n in alias[todo.pop()] - out:
+                out.add(n)
+                if n in alias:
+                    todo.append(n)
+        return out
     while True:   # until no unit is newly reached by what the reached ones name
-        names = used | {n for a in used & alias.keys() for n in alias[a]}
+        names = with_aliases(used)
         now = [u for u in units if u[1].name in names]
         if not now:
             break

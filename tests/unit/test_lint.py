@@ -184,10 +184,12 @@ def test_two_thousand_lines_in_under_a_second() -> None:
     src = "".join(block.format(i=i) for i in range(200))
     assert src.count("\n") >= 2000
     # the lint's own CPU time: the suite runs on two workers beside torchrun jobs and a browser, whose load
-    # would be counted in a wall-clock time (1.09 s once, for 0.5 s of CPU)
-    t0 = time.process_time()
+    # would be counted in a wall-clock time (1.09 s once, for 0.5 s of CPU); the calling thread's only, since the
+    # worker's process also runs the shared cluster's client threads (stop 53's CI: 1.001 s of process time for a
+    # lint of 0.14 s)
+    t0 = time.thread_time()
     lint_source(src)
-    assert time.process_time() - t0 < 1.0
+    assert time.thread_time() - t0 < 1.0
 
 
 def test_a_script_of_many_imports_in_under_a_second(tmp_path: Path) -> None:
@@ -198,9 +200,9 @@ def test_a_script_of_many_imports_in_under_a_second(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(HEAD + body)
     assert body.count("\n") >= 2000
-    t0 = time.process_time()
+    t0 = time.thread_time()   # (the calling thread's CPU: see test_two_thousand_lines_in_under_a_second)
     lint_paths([script])
-    assert time.process_time() - t0 < 1.0
+    assert time.thread_time() - t0 < 1.0
 
 
 def test_demo_script_shipped_with_the_package() -> None:
