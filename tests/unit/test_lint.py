@@ -6499,6 +6499,13 @@ def test_only_what_the_script_can_reach_is_reported_in_the_files_it_imports(tmp_
             """})
     # Base.hook (a base of the class named) and helper() (named as run_helper)
     assert sorted(f.line for f in lint_paths([script]).findings) == [5, 15]
+    # a chain of aliases (Point-MAE: `from tools import pretrain_run_net as pretrain`, and tools/__init__.py's
+    # `from .runner_pretrain import run_net as pretrain_run_net`)
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "__init__.py").write_text("from .runner import unused as run_unused\n")
+    (tmp_path / "tools" / "runner.py").write_text((tmp_path / "pipelines.py").read_text())
+    (tmp_path / "main.py").write_text("from tools import run_unused as run\nrun()\n")
+    assert sorted(f.line for f in lint_paths([tmp_path / "main.py"]).findings) == [18]
     # named on the command line, a file is reported whole
     assert sorted(f.line for f in lint_paths([script, tmp_path / "pipelines.py"]).findings) == [5, 12, 15, 18]
     # a class a registry keeps is built from a name only a configuration gives (MMDetection's `type=...`)
