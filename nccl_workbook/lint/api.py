@@ -37,8 +37,8 @@ __all__ = ["LintFinding", "LintError", "LintReport", "lint_source", "lint_file",
 IMPORT_DEPTH = 3
 #: Python 3.12's type parameters (`class C[T: Base]:`, `def f[T](x: T):`, `type Alias[T] = ...`), which an older
 #: Python's parser rejects
-_NEWER_SYNTAX = re.compile(r"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+\w+[ \t]*\[|^[ \t]*type[ \t]+\w+[ \t]*(?:\[[^\]]*\])?[ \t]*=",
-                           re.M)
+_NEWER_SYNTAX = re.compile(r"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+\w+[ \t]*\["
+                           r"|^[ \t]*type[ \t]+\w+[ \t]*(?:\[[^\]]*\])?[ \t]*=", re.M)
 #: folders never entered when a folder is linted
 _SKIP_DIRS = frozenset({".git", ".hg", ".venv", "venv", "env", "__pycache__", "node_modules", ".tox", ".mypy_cache",
                         "site-packages", "build", "dist", ".ipynb_checkpoints"})
@@ -297,6 +297,7 @@ def _unreached(project: Project, files: list[Path], extra: list[Path]) -> dict[P
     The named files are reached whole, and every file's module-level code (it runs on import); and what the run
     configurations name (a Hydra ``_target_``, a trainer class looked up by the name a YAML file gives)."""
     trees = [(p, f.tree) for p in files + extra if (f := project.facts(p)) is not None]
+    named = {p.resolve() for p in files}
     alias: dict[str, set[str]] = {}   # `from .x import foo as bar`: `bar` names `foo`
     for _p, tree in trees:
         for n in ast.walk(tree):
@@ -304,25 +305,6 @@ def _unreached(project: Project, files: list[Path], extra: list[Path]) -> dict[P
                 for a in n.names:
                     if a.asname and a.asname != a.name:
                         alias.setdefault(a.asname, set()).add(a.name)
-    used: set[str] = set()
-    units: list[tuple[Path, ast.stmt]] = []
-    named = {p.resolve() for p in files}
-    for p in files:
-        used |= project.config_words(p)
-    for p, tree in trees:
-        if p.resolve() in named:
-            used |= _names_used(tree)
-            continue
-        for stmt in tree.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not any(
-                    _REGISTERS.search(dotted(d.func if isinstance(d, ast.Call) else d)) for d in stmt.decorator_list):
-                units.append((p, stmt))   # (a class a registry keeps, `@MODELS.register_module()`: built by name)
-            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                used |= _names_used(stmt)
-            elif not isinstance(stmt, (ast.Import, ast.ImportFrom)) and not (
-                    isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
-                                                         for t in stmt.targets)):
-                used |= _names_used(stmt)
     # a module named by a string (Palette's `init_obj(opt, default_file_name='models.model')`, a Hydra `_target_`)
     # is imported at run time and its contents looked up by names only the run knows: reached whole
     dotted_names = {n.value for p, tree in trees if p.resolve() in named for n in ast.walk(tree)
@@ -337,9 +319,6 @@ def _unreached(project: Project, files: list[Path], extra: list[Path]) -> dict[P
         parts = parts[:-1] if parts[-1] == "__init__" else parts
         return any(parts[-k:] in tails for k in (2, 3) if len(parts) >= k)
 
-    for p, stmt in [u for u in units if named_by_string(u[0])]:
-        used |= _names_used(stmt)
-    units = [u for u in units if not named_by_string(u[0])]
     def with_aliases(names: set[str]) -> set[str]:
         # `from tools import pretrain_run_net as pretrain`, where tools/__init__.py has `from .runner_pretrain import
         # run_net as pretrain_run_net` (Point-MAE): a chain of aliases
@@ -350,6 +329,22 @@ def _unreached(project: Project, files: list[Path], extra: list[Path]) -> dict[P
                 if n in alias:
                     todo.append(n)
         return out
+
+    used: set[str] = set()
+    for p in files:
+        used |= project.config_words(p)
+    units: list[tuple[Path, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]] = []   # not reached yet
+    for p, tree in trees:
+        whole = p.resolve() in named or named_by_string(p)
+        for stmt in tree.body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)) or isinstance(stmt, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets):
+                continue   # (what a module imports or exports is not what it runs)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not whole and not any(
+                    _REGISTERS.search(dotted(d.func if isinstance(d, ast.Call) else d)) for d in stmt.decorator_list):
+                units.append((p, stmt))   # (a class a registry keeps, `@MODELS.register_module()`, is built by name)
+            else:
+                used |= _names_used(stmt)
     while True:   # until no unit is newly reached by what the reached ones name
         names = with_aliases(used)
         now = [u for u in units if u[1].name in names]

@@ -4013,7 +4013,8 @@ def _schedules_over_a_share(f: SourceFacts, uneven: dict[str, str]) -> list[RawF
             continue
         fn = f._scope_of(node.lineno)   # (of an expression: enclosing_function() walks statements)
         names = {dotted(n) for n in subtree(count) if isinstance(n, (ast.Name, ast.Attribute))}
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):   # the count kept in a name first: `n_micro_batch = len(micro_batches)`
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # the count kept in a name first: `n_micro_batch = len(micro_batches)`
             names |= {dotted(n) for a in walk_local(fn) if isinstance(a, ast.Assign) and a.lineno < node.lineno
                       and any(isinstance(t, ast.Name) and t.id in names for t in a.targets)
                       for n in subtree(a.value) if isinstance(n, (ast.Name, ast.Attribute))}

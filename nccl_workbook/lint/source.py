@@ -1184,8 +1184,8 @@ class SourceFacts:
         if not any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
                    and isinstance(n.value, ast.Constant) and n.value.value is None for n in self.tree.body):
             return False
-        sets = [n for defs in self.functions.values() for fn in defs for n in walk_local(fn) if isinstance(n, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+        sets = [n for defs in self.functions.values() for fn in defs for n in walk_local(fn)
+                if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
                 and not (isinstance(n.value, ast.Constant) and n.value.value is None)]
 
         def under_rank_test(stmt: ast.AST) -> bool:
@@ -2106,10 +2106,10 @@ class SourceFacts:
                     continue
                 owner, func = ext
             for deco in owner.functions.get(func, []):
-                # the wrapper is a function inside the decorator (inside a decorator factory's decorator): every call
-                # its body makes but the wrapped function's
+                # every call the decorator's code makes but the wrapped function's: the first parameter of the
+                # decorator, or of the decorator a factory returns (`def local_leader_only(*a): def decorator(fn):`)
                 wrapped = {a.arg for n in ast.walk(deco) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                           and n is not deco for a in n.args.args[:1]}
+                           for a in n.args.args[:1]}
                 for node in ast.walk(deco):
                     if not isinstance(node, ast.Call) or isinstance(node.func, ast.Name) and node.func.id in wrapped:
                         continue
