@@ -1199,6 +1199,9 @@ class _RankWalk:
         work = self.f.first_long_work(stmts, skip)
         if work is None:
             return
+        if work.kind == "wait" and not (where[0] and (g := _if_at(self.f, where[0])) is not None
+                                        and stmts is g.body and self.f.on_main_only(g)):
+            return   # the others waiting for a file the main rank writes: as long as the main rank's own work
         work = _evaluation_loop(stmts, work, function or self.f.enclosing_function(stmts[0]))
         block = _main_first_block(self.f, stmts[0])
         guard = _if_at(self.f, where[0]) if block is not None else None
@@ -1212,15 +1215,19 @@ class _RankWalk:
                     f"{block[0].lineno}), whose barrier the other ranks are in until the main process leaves the block",
                     note=_save_note(work, self.f, where=where), why=_wait_why(self.f)))
             return
-        nxt: Site | None = None
-        if function is not None:
-            for caller in self.f.callers_of(function):
-                nxt = self.f.next_collective_after(caller, sync=True)
-                if nxt:
-                    break
-        elif after is not None:
-            # two levels of callers: save_on_master <- save_model (same file) <- main.py's loop (VideoMAE)
-            nxt = self.f.next_collective_after(after, depth=2, sync=True)
+        nxt = self._next_after(function, after)
+        if nxt is None:
+            # a DTensor's gather counts as where the others go next: every rank that holds a shard joins it (prime-rl,
+            # blind in stop 53: the master polls for a marker file while the others are in `full_tensor()` of the
+            # weights it is to send). (Not DeepSpeed's GatheredParameters: a collective only under ZeRO-3, where a
+            # rank-0 save of the module holds no weights; DeepSpeed-Chat's save_hf_format, then save_zero_three_model)
+            token = PARAMETER_GATHERS.set(True)
+            try:
+                nxt = self._next_after(function, after)
+            finally:
+                PARAMETER_GATHERS.reset(token)
+            if nxt is not None and "full_tensor()" not in nxt.label:
+                nxt = None
         nxt = nxt or then
         if nxt is None or nxt.kind == "cpu barrier" or self.f.waits_for_others(nxt.line) or self.budgeted:
             return   # (KataGo: the others wait for rank 0's validation at a multiprocessing.Barrier, untimed)
@@ -1238,6 +1245,19 @@ class _RankWalk:
             f"{nxt.label} at {nxt.at}",
             scenario="slow-metrics-on-rank0" if work.kind == "logging" else "", across=bool(nxt.path) and not nxt.by_base,
             note=_save_note(work, self.f, where=where), why=_wait_why(self.f)))
+
+    def _next_after(self, function: ast.FunctionDef | ast.AsyncFunctionDef | None, after: ast.AST | None
+                    ) -> Site | None:
+        """The collective the other ranks go on to after a region: after the calls of its rank-only ``function``,
+        or after ``after``."""
+        if function is not None:
+            for caller in self.f.callers_of(function):
+                nxt = self.f.next_collective_after(caller, sync=True)
+                if nxt:
+                    return nxt
+            return None
+        # two levels of callers: save_on_master <- save_model (same file) <- main.py's loop (VideoMAE)
+        return self.f.next_collective_after(after, depth=2, sync=True) if after is not None else None
 
     def ddp_forward_alone(self, stmts: list[ast.stmt], where: Where, after: ast.AST | None,
                           function: ast.FunctionDef | ast.AsyncFunctionDef | None, skip: frozenset[int]) -> None:
@@ -1676,6 +1696,11 @@ class _RankWalk:
         elif fn is not None and any(f.enclosing_loop(c) is not None for c in f.callers_of(fn)):
             again = f.function_collective(fn.name)
             site = replace(again, label=f"{again.label}, in the next call of {fn.name}()") if again is not None else None
+        elif fn is not None and _per_batch_lightning_hook(f, fn):
+            # RWKV-LM's train_callback (held-out round 107, missed): `if trainer.is_global_zero: my_save(...);
+            # exit(0)` in on_train_batch_start once the token budget is spent; the others train the next batch
+            site = Site(fn.lineno, f"the next training step, whose backward all-reduces the gradients (Lightning "
+                                   f"calls {fn.name}() at every batch)")
         else:
             return
         if site is None or _point_to_point(site):
@@ -1739,6 +1764,18 @@ class _RankWalk:
             f"wait there for them",
             fix="test the condition outside the rank test, so that every rank leaves together (or send the decision "
                 "from the rank that makes it with `dist.broadcast_object_list`)"))
+
+
+#: the hooks Lightning calls at every training batch, around the step
+_PER_BATCH_HOOKS = frozenset({"training_step", "on_train_batch_start", "on_train_batch_end", "on_before_backward",
+                              "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad"})
+
+
+def _per_batch_lightning_hook(f: SourceFacts, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Is ``fn`` a per-batch hook of a Lightning ``Callback`` or ``LightningModule`` of this file?"""
+    owner = f.parents.get(id(fn), (None, None, None))[2]
+    return fn.name in _PER_BATCH_HOOKS and isinstance(owner, ast.ClassDef) and f._uses_lightning() and any(
+        dotted(b).rsplit(".", 1)[-1] in ("Callback", "LightningModule") for b in owner.bases)
 
 
 def _evaluation_loop(stmts: list[ast.stmt], work: Site, fn: ast.AST | None) -> Site:
@@ -2304,14 +2341,19 @@ def _called_back_on_the_other_side(f: SourceFacts, stmt: ast.If) -> bool:
     if not stmt.orelse:
         return False
 
+    # (also a method of an object of the file's own class: MPP's `wandb.agent(sweep_id, function=trainer.train)` on
+    # rank 0, `trainer.train()` on the others; held-out round 27, false since stop 54 follows such methods)
     def called(side: list[ast.stmt]) -> set[str]:
-        return {n.func.id for s in side for n in subtree(s) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                and n.func.id in f.functions and f.first_collective(n) is not None}
+        return {dotted(n.func) for s in side for n in subtree(s) if isinstance(n, ast.Call)
+                and (isinstance(n.func, ast.Name) and n.func.id in f.functions
+                     or isinstance(n.func, ast.Attribute) and f.own_instance_class(dotted(n.func.value)) is not None)
+                and f.first_collective(n) is not None}
 
     def handed(side: list[ast.stmt]) -> set[str]:
-        return {a.id for s in side for n in subtree(s) if isinstance(n, ast.Call)
+        return {dotted(a) for s in side for n in subtree(s) if isinstance(n, ast.Call)
                 for a in (*n.args, *(k.value for k in n.keywords))
-                if isinstance(a, ast.Name) and a.id in f.functions}
+                if isinstance(a, ast.Name) and a.id in f.functions
+                or isinstance(a, ast.Attribute) and f.own_instance_class(dotted(a.value)) is not None}
 
     body, other = called(stmt.body), called(stmt.orelse)
     return bool(body and body <= handed(stmt.orelse) or other and other <= handed(stmt.body))
@@ -2900,6 +2942,22 @@ def _floors_uncached(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return floors and not remainder
 
 
+def _methods_named_pad(f: SourceFacts, call: ast.Call) -> bool:
+    """A method call on an object the file cannot type (a parameter: PhysicsNeMo's ``data_module.train_dataloader(
+    num_shards=world_size, shard_id=rank)``, held-out round 107), named for data, where every method of that name in
+    the classes of the project builds a ``DistributedSampler``: the rank it is handed picks a padded share."""
+    recv, name = call_name(call)
+    if not recv or recv in ("self", "cls") or not _DATA_CLASS.search(name) or _callee(f, call) is not None:
+        return False
+    key = ("methods named pad", name)
+    if key not in f.memo:
+        files = f.project.checked() if f.project is not None else [f]
+        defs = [fn for o in files for fn in o.functions.get(name, [])
+                if isinstance(o.parents.get(id(fn), (None, None, None))[2], ast.ClassDef)]
+        f.memo[key] = bool(defs) and all(_makes_padding_sampler(walk_local(fn)) for fn in defs)
+    return bool(f.memo[key])
+
+
 def _pads(f: SourceFacts, call: ast.Call) -> bool:
     """Does the call go to a function of the project that builds a ``DistributedSampler`` (the shares padded)?"""
     target = _callee(f, call)
@@ -3156,7 +3214,7 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                     # a loader or sampler built in another file from the rank (ijepa's make_imagenet1k, BLIP's
                     # create_sampler): whether it pads the shares cannot be seen from here
                     continue
-                if data_call_pads(n) or _floors_by_world(f, n):
+                if data_call_pads(n) or _floors_by_world(f, n) or _methods_named_pad(f, n):
                     continue   # SEA-RAFT's `fetch_dataloader(args, rank=rank, ...)` builds a DistributedSampler
                 # the device a batch is moved to is where it goes, not which share it is (glue-factory's
                 # `batch_to_device(data, device)`, with `device = rank`)
@@ -3174,6 +3232,11 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 if k is not None:
                     because[0] = uneven[k]
                     return True
+                continue
+            if isinstance(n, (ast.ListComp, ast.GeneratorExp)):
+                # as many entries as its loops make: a rank in the entries picks which, not how many (StyleGAN's
+                # `item_subset = [(i * num_gpus + rank) % num_items for i in range((num_items - 1) // num_gpus + 1)]`)
+                stack.extend(x for g in n.generators for x in (g.iter, *g.ifs))
                 continue
             if isinstance(n, ast.IfExp) and _same_data(n.body, n.orelse):
                 # DL-Art-School's `tqdm(self.train_loader) if self.rank <= 0 else self.train_loader`: a progress
@@ -4410,8 +4473,13 @@ def _handed_on(f: SourceFacts, handler: ast.ExceptHandler) -> bool:
     ``raise result``; held-out round 46)? Then the rank raises it where it reads the result, not goes on."""
     if not handler.name:
         return False
-    kept = {dotted(t) for s in handler.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name)
-            and s.value.id == handler.name for t in s.targets if isinstance(t, ast.Attribute)}
+    # (also under a lock, and with a fallback: RETURNN's hyper-parameter tuning threads, `with Outstanding.cond:
+    # if not Outstanding.exception: Outstanding.exception = exc or True`, raised by the main thread)
+    kept = {dotted(t) for b in handler.body for s in walk_local(b) if isinstance(s, ast.Assign)
+            and (isinstance(s.value, ast.Name) and s.value.id == handler.name
+                 or isinstance(s.value, ast.BoolOp) and any(isinstance(v, ast.Name) and v.id == handler.name
+                                                            for v in s.value.values))
+            for t in s.targets if isinstance(t, ast.Attribute)}
     if not kept:
         return False
     for defs in f.functions.values():

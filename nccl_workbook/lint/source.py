@@ -237,7 +237,8 @@ def _listing_name(name: str) -> bool:
 _TIMESTEPS = re.compile(r"(?i)(^|[._])(num_)?(timesteps|diffusion_steps)$")
 #: a network called, or handed to what calls it (``denoise_fn``, ``self.model``, ``unet``)
 _NETWORK = re.compile(r"(?i)(^|[._])(model|net|unet|denoiser?|denoise_fn|eps_model|transformer)$")
-LOOP_DATA = re.compile(r"(loader|dataset|data\b|data_|batches|eval|val_|valid|test|samples|iters|steps|prompts)",
+LOOP_DATA = re.compile(r"(loader|dataset|(?<!meta)data\b|(?<!meta)data_|batches|eval|val_|valid|test|samples|iters|"
+                       r"steps|prompts)",   # (not `metadata`: ms-swift's `for name in self.metadata`, a bucket's views)
                        re.IGNORECASE)
 _NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|logger|log|sampler|parser|args|"
                                 r"OmegaConf|omegaconf|yaml|json|toml)$|"  # (`*config`: below)
@@ -249,6 +250,14 @@ _NOT_LONG_RECEIVER = re.compile(r"(^|\.)(random|np\.random|os|os\.path|logging|l
 _RESULTS = re.compile(r"eval|metric|(?<![a-z])stats?(?![a-z])|statistic|result|score|histor|record", re.IGNORECASE)
 #: a test that the model being trained is an adapter (what it saves is the adapter)
 _ADAPTER = re.compile(r"peft|lora|adapter", re.IGNORECASE)
+#: a wait for something outside the job: a file or marker another program writes, a server coming up
+#: (prime-rl's `sync_wait_for_path(nccl_ready_file)` on the master, blind in stop 53)
+_WAITS_OUTSIDE = re.compile(r"(?i)(^|_)(wait|poll)(_for|_until)?_\w*(path|file|marker|ready|exists|server|health|"
+                            r"endpoint)")
+#: a TensorBoard writer (or a summary writer), whose figures are of values already computed
+_WRITER = re.compile(r"(?i)(^|[._])(\w*writer|tb|tensorboard|summary\w*)$")
+#: a test that a file or a marker is there yet, in a poll loop (`while not os.path.exists(done): time.sleep(1)`)
+_EXISTS_TEST = frozenset({"exists", "isfile", "is_file", "isdir", "is_dir", "is_ready", "ready", "poll"})
 #: in a saved literal: what makes it a checkpoint rather than metadata
 _HEAVY = re.compile(r"state_dict|model|module|optim|weight|param|ema|tensor|buffer|cpu\(|cuda\(|numpy\(|"
                     r"\bstates?\b|\bsd\b|ckpt|checkpoint", re.IGNORECASE)
@@ -393,7 +402,10 @@ _LIGHT_CALLS = frozenset({"print", "append", "extend", "insert", "update", "add"
                           "upper", "write", "info", "debug", "warning", "warn", "error", "item", "tolist", "items", "keys",
                           "values", "touch",   # (an empty marker file: Twitter's recap `fs.touch(done_path)`)
                           "avg", "average",   # (a meter's running mean: PoinTr's `test_metrics.avg(i)`)
-                          "iterdir", "listdir", "scandir", "glob", "rglob"})   # (a folder's names)
+                          "iterdir", "listdir", "scandir", "glob", "rglob",   # (a folder's names)
+                          # Python's own tests and containers, an array view of one item (SimpleTuner's webhook:
+                          # `for frame in vid_data: frames.append(np.asarray(frame))`, one video's frames)
+                          "hasattr", "callable", "type", "list", "tuple", "dict", "set", "bool", "asarray"})
 
 
 def _reads(call: ast.Call) -> bool:
@@ -509,7 +521,10 @@ def _lookup_name(name: str) -> bool:
                             "detect_", "can_", "register_", "ensure_", "load_", "restore_", "resume_", "contains_",
                             "exists_")) \
         or _parts(name)[-1:] in (["id"], ["name"], ["path"], ["dir"], ["key"], ["seed"], ["uuid"], ["filename"],
-                                 ["slug"], ["dirpath"], ["filepath"], ["dirname"]) \
+                                 ["slug"], ["dirpath"], ["filepath"], ["dirname"],
+                                 # Accelerate's `test_type(data)`, a predicate handed to recursively_apply (blind
+                                 # round 109: three false reports on the dispatcher's batch structure)
+                                 ["type"], ["types"], ["kind"], ["dtype"]) \
         or _parts(name)[:1] in (["clean"], ["cleanup"], ["remove"], ["delete"], ["rm"], ["prune"], ["purge"],
                                 ["rotate"])   # open-instruct's clean_last_n_checkpoints: an rmtree of old ones
 
@@ -1457,6 +1472,17 @@ class SourceFacts:
             if inner is not None:
                 return reach_site(line, label, inner, reaches=0 if inner.path else inner.reaches or inner.line)
             return None
+        if recv not in ("self", "cls", ""):
+            own = self.own_instance_class(recv)
+            if own is not None and not self._calls_own_ambiguously(own, name):
+                # a method of an object of a class of this file (prime-rl's `self.nccl_broadcast_sender =
+                # NCCLWeightBroadcastSender(...)`, whose broadcast_weights gathers the DTensors' shards)
+                inner = self._method_collective(own, name)
+                if inner is not None and len(self.functions.get(name, ())) == 1 \
+                        and self._skipped_by_arguments(name, call, include_backward):
+                    return None   # ms-swift's `jsonl_writer.append(obj)`: its gather_object only `if gather_obj:`
+                if inner is not None:
+                    return reach_site(line, label, inner, reaches=0 if inner.path else inner.reaches or inner.line)
         if name == "apply" and recv[:1].isupper() and "." not in recv:
             # a torch.autograd.Function's forward, run by `apply` (weaver's `AllGather.apply(model(*inputs))`,
             # held-out round 51; contrastive learning's GatherLayer): the collectives it calls
@@ -1841,6 +1867,18 @@ class SourceFacts:
                 site = self._elsewhere(other, site)
         self.memo[key] = site
         return site
+
+    def _calls_own_ambiguously(self, cls_name: str, method: str) -> bool:
+        """Does the method of this file's class call ``self.X()`` where the class defines ``X`` and so does another
+        class of the file? The reading of ``self.X()`` takes any function of the file by that name (Detic's
+        OIDEval.run calls its own ``self.evaluate()``, not the evaluator's, whose ``evaluate`` gathers)."""
+        cls = next((n for n in self.nodes if isinstance(n, ast.ClassDef) and n.name == cls_name), None)
+        fn = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == method), None) if cls else None
+        if fn is None:
+            return False
+        own = {b.name for b in cls.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        return any(isinstance(n, ast.Call) and call_name(n)[0] == "self" and call_name(n)[1] in own
+                   and len(self.functions.get(call_name(n)[1], ())) > 1 for n in walk_local(fn))
 
     def _made_by_cls(self, recv: str, call: ast.Call) -> str | None:
         """The class of this file whose classmethod holds ``call`` and gives ``recv`` the object it builds
@@ -2349,6 +2387,15 @@ class SourceFacts:
     # -- long work --------------------------------------------------------------------------------------
     def long_work_of(self, node: ast.AST) -> Site | None:
         """Long work this call or loop does on the calling rank, if any."""
+        if isinstance(node, ast.While):
+            # a poll: sleep until a file, a marker or a server is there, as long as whatever makes it takes
+            calls = [call_name(c)[1] for c in walk_local(node) if isinstance(c, ast.Call)]
+            if "sleep" in calls and _EXISTS_TEST.intersection(calls):
+                test = ast.unparse(node.test)
+                test = test if len(test) <= 40 else test[:37] + "..."
+                return Site(node.lineno, f"a poll loop (`while {test}`) that sleeps until something outside the job "
+                                         f"is ready", "wait")
+            return None
         if isinstance(node, (ast.For, ast.AsyncFor)):
             text = ast.unparse(node.iter)
             if self._walks_timesteps(node):
@@ -2386,6 +2433,8 @@ class SourceFacts:
         if any(kw.arg in ("run_as_future", "async_upload", "background") and _const(kw.value) is True
                or kw.arg == "blocking" and _const(kw.value) is False for kw in node.keywords):
             return None   # handed to a background thread (huggingface_hub's upload_folder(run_as_future=True))
+        if _WAITS_OUTSIDE.search(name):
+            return Site(node.lineno, f"{label} (a wait for something outside the job)", "wait")
         if name == "init" and recv.rsplit(".", 1)[-1] == "wandb":
             # the start of a W&B run: a handshake with the service, seconds, but unbounded when the service is slow or
             # unreachable (bergson, starVLA PR 369, rsl_rl issue 150: rank 0 in it past the others' timeout)
@@ -2398,6 +2447,10 @@ class SourceFacts:
                 # sends its files there and then
                 return None
             return Site(node.lineno, label, "logging")
+        if {"plot", "visualize", "visualization"} & set(_parts(name)) and _WRITER.search(recv or "-"):
+            # a TensorBoard writer's figure of values already computed (UniFormerV2's `writer.plot_eval(preds=...,
+            # labels=...)`, a confusion matrix; held-out round 107): a plot, not long work alone
+            return Site(node.lineno, label, "plot")
         if {"save", "export", "write", "dump"} & set(_parts(name)) and (
                 _writes_a_figure(node) or _names_a_file(node, _TEXT_FILE) or self._path_names_a_file(node, _TEXT_FILE)
                 or self._under_media_test(node)):
