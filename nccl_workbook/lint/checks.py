@@ -2609,8 +2609,9 @@ def _count_left_unagreed_uncached(f: SourceFacts, call: ast.Call) -> str:
 
 
 def _class_def(f: SourceFacts, name: str) -> tuple[SourceFacts, ast.ClassDef] | None:
-    """The definition of a class this file names (its own, or one it imports from the project)."""
-    return f.class_def(name)
+    """The definition of a class this file names (its own, or one it imports from the project, also through a
+    package's ``__init__.py``: PhysicsNeMo's ``from modulus.datapipes.climate import ERA5HDF5Datapipe``)."""
+    return f.class_def(name, reexport=True)
 
 
 def _same_data(a: ast.AST, b: ast.AST) -> bool:
@@ -2669,7 +2670,8 @@ def _rank_split_stream(f: SourceFacts, name: str, depth: int = 3) -> bool:
         data_set = any(_DATA_CLASS.search(c.name) or any("Dataset" in dotted(b) for b in c.bases) for _f, c in chain)
         result = (iterable and any(isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and facts.is_rank_value(n)
                                    for facts, n in nodes) and not all(_yields_alike(facts, c) for facts, c in chain)
-                  or data_set and any(_keeps_every_nth(facts, n) for facts, n in nodes)) \
+                  or data_set and any(_keeps_every_nth(facts, n) or _unequal_piece(facts, n) for facts, n in nodes)
+                  or data_set and any(_builds_rank_split(facts, n, depth) for facts, n in nodes)) \
             and not _makes_padding_sampler(n for _f, n in nodes)
     f.memo[key] = result
     return result
@@ -2887,6 +2889,24 @@ def _yields_alike_uncached(f: SourceFacts, cls: ast.ClassDef) -> bool:
 
 def _yields_in(stmts: list[ast.stmt]) -> bool:
     return any(isinstance(n, (ast.Yield, ast.YieldFrom)) for s in stmts for n in walk_local(s))
+
+
+def _unequal_piece(f: SourceFacts, node: ast.AST) -> bool:
+    """``np.array_split(indices, world_size)[rank]`` (or ``torch.tensor_split``, ``chunk``): this rank's piece of a
+    split into as many pieces as ranks, which differ by one item when the length does not divide (PhysicsNeMo's ERA5
+    DALI source, NVIDIA/modulus PR 337, collected blind in stop 54)."""
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) \
+        and call_name(node.value)[1] in ("array_split", "tensor_split", "chunk") and f.is_rank_value(node.slice)
+
+
+def _builds_rank_split(f: SourceFacts, node: ast.AST, depth: int) -> bool:
+    """Does a data class build another class of the project, handing it this process's rank, whose objects are a
+    rank's own part of the data (PhysicsNeMo's ``ERA5HDF5Datapipe`` makes an ``ERA5DaliExternalSource(...,
+    process_rank=self.process_rank)``)?"""
+    if not (isinstance(node, ast.Call) and depth > 1 and dotted(node.func).rsplit(".", 1)[-1][:1].isupper()
+            and any(f.is_rank_value(a) for a in [*node.args, *(k.value for k in node.keywords)])):
+        return False
+    return _rank_split_stream(f, dotted(node.func), depth - 1)
 
 
 def _keeps_every_nth(f: SourceFacts, node: ast.AST) -> bool:

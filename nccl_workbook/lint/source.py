@@ -1556,7 +1556,10 @@ class SourceFacts:
             if name in ("save_checkpoint", "load_checkpoint"):
                 if "engine" in low or recv in self.sharded or ("deepspeed" in self.modules and "model" in low):
                     return Site(line, label, kind="gathers shards")
-                if name == "save_checkpoint" and re.search(r"(^|_|\.)trainer$", low) and self._uses_lightning():
+                if name == "save_checkpoint" and self._uses_lightning() and (
+                        re.search(r"(^|_|\.)trainer$", low) or recv == "super()" and self._in_trainer_subclass(call)):
+                    # (zetta_utils PR 969, collected blind in stop 54: a subclass of Lightning's Trainer overrides
+                    # save_checkpoint under `@rank_zero_only` and calls `super().save_checkpoint(...)`)
                     # autocast PR 386, collected blind in stop 35: Lightning's Trainer.save_checkpoint ends in
                     # `self.strategy.barrier("Trainer.save_checkpoint")`, to be called on every rank
                     return Site(line, f"{label} (Lightning's Trainer.save_checkpoint ends in a barrier of every rank)")
@@ -1737,6 +1740,12 @@ class SourceFacts:
                 if makes:
                     lines.append(node.lineno)
         return bool(lines) and min(lines) > call.lineno
+
+    def _in_trainer_subclass(self, node: ast.AST) -> bool:
+        """Is ``node`` in a method of a class of this file based on a ``Trainer`` (Lightning's, here)?"""
+        fn = self._scope_of(node.lineno)
+        owner = self.parents.get(id(fn), (None, None, None))[2] if fn is not None else None
+        return isinstance(owner, ast.ClassDef) and any(dotted(b).rsplit(".", 1)[-1] == "Trainer" for b in owner.bases)
 
     def _uses_lightning(self) -> bool:
         """Does this file import Lightning (``pytorch_lightning``, ``lightning``, ``lightning.pytorch``)?"""

@@ -6695,3 +6695,63 @@ def test_a_comprehension_is_as_long_as_its_loops_make_it(expr: str, uneven: bool
     src = HEAD + (f"def f(data, n, world, rank):\n    subset = {expr}\n"
                   "    for x in torch.utils.data.DataLoader(data, sampler=subset):\n        dist.all_reduce(x)\n")
     assert found(src) == ([(6, "uneven-collective-count")] if uneven else [])
+
+
+def test_a_data_class_that_builds_a_source_splitting_by_rank(tmp_path: Path) -> None:
+    """PhysicsNeMo's FourCastNet example (NVIDIA/modulus PR 337, collected blind in stop 54): the package re-exports
+    `ERA5HDF5Datapipe`, which builds an `ERA5DaliExternalSource(..., process_rank=self.process_rank)`, whose indices are
+    `np.array_split(self.indices, world_size)[process_rank]`: pieces that differ by one when the count does not divide."""
+    pkg = tmp_path / "datapipes"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .era5 import Datapipe\n")
+    (pkg / "era5.py").write_text(textwrap.dedent("""\
+        import numpy as np
+
+        class Datapipe:
+            def __init__(self, n, process_rank=0, world_size=1):
+                self.source = ExternalSource(n, process_rank=process_rank, world_size=world_size)
+
+            def __iter__(self):
+                return iter(self.source)
+
+        class ExternalSource:
+            def __init__(self, n, process_rank=0, world_size=1):
+                self.indices = np.array_split(np.arange(n), world_size){piece}
+
+            def __iter__(self):
+                return iter(self.indices)
+        """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import torch
+        from datapipes import Datapipe
+
+        def main(rank, world, model):
+            model = torch.nn.parallel.DistributedDataParallel(model)
+            pipe = Datapipe(100, process_rank=rank, world_size=world)
+            for x in pipe:
+                model(x).sum().backward()
+        """))
+    source = (pkg / "era5.py").read_text()
+    (pkg / "era5.py").write_text(source.replace("{piece}", "[process_rank]"))
+    assert [(f.line, f.rule.value) for f in lint_paths([tmp_path / "train.py"]).with_notes] == [
+        (8, "uneven-collective-count")]
+    (pkg / "era5.py").write_text(source.replace("{piece}", "[0]"))   # the same piece on every rank
+    assert lint_paths([tmp_path / "train.py"]).with_notes == ()
+
+
+def test_a_lightning_trainer_subclass_saving_on_rank_zero_only() -> None:
+    """zetta_utils (PR 969, collected blind in stop 54, missed then): a subclass of Lightning's Trainer overrides
+    `save_checkpoint` under `@rank_zero_only` and calls `super().save_checkpoint(...)`, which ends in the strategy's
+    barrier on every rank."""
+    src = textwrap.dedent("""\
+        import lightning.pytorch as pl
+        from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+        class DefaultTrainer({base}):
+            @rank_zero_only
+            def save_checkpoint(self, filepath, weights_only=False, storage_options=None):
+                super().save_checkpoint(filepath, weights_only, storage_options)
+                write_spec(filepath)
+        """)
+    assert found(src.format(base="pl.Trainer")) == [(7, "collective-in-rank-branch")]
+    assert found(src.format(base="object")) == []
