@@ -1388,6 +1388,8 @@ class _RankWalk:
         while len(rest) == 1 and isinstance(rest[0], ast.If) and _reads_files(self.f, rest[0].test):
             rest = rest[0].orelse   # `elif save_quit_signal_file.exists():`: another file's test, walked apart
         one = self._one_side(stmt, rest)
+        if one is None and not stmt.orelse and not self.f.is_rank_condition(stmt.test):
+            self._returns_on_a_file_made_later(stmt)
         if one is None or self.f.is_rank_condition(stmt.test):
             return
         if any(isinstance(c, ast.Call) and (call_name(c)[1] in ("any_rank", "all_ranks")
@@ -1424,6 +1426,41 @@ class _RankWalk:
                "shared lets some ranks in and not the others"),
             fix="test on one rank and share the answer, so that every rank takes the same branch: "
                 "`if nccl_workbook.fixes.any_rank(os.path.exists(path)):`"))
+
+    #: the parts of a call's name that say it writes its path argument
+    _WRITES = frozenset({"write", "save", "dump", "makedirs", "mkdir", "touch", "copy", "move"})
+
+    def _returns_on_a_file_made_later(self, stmt: ast.If) -> None:
+        """OpenTau's speed percentiles (commit 40f2a34, collected blind in stop 54): ``if path.is_file(): return
+        _read_persisted(path)``, then the main rank writes ``path`` and every rank meets ``wait_for_everyone()``.
+        The ranks that test after the main rank has written the file return early and skip the barrier it waits in."""
+        if not isinstance(_exits(stmt.body), ast.Return) or id(stmt) not in self.f.parents:
+            return
+        block, i, _owner = self.f.parents[id(stmt)]
+        later = block[i + 1:]
+        tested = {ast.unparse(c.func.value) for c in subtree(stmt.test) if isinstance(c, ast.Call)
+                  and isinstance(c.func, ast.Attribute) and c.func.attr in ("exists", "is_file", "is_dir")} \
+            | _tested_paths(stmt.test)
+        written = next((c for s in later for c in subtree(s) if isinstance(c, ast.Call)
+                        and self._WRITES & set(_parts(call_name(c)[1]))
+                        and any(ast.unparse(a) in tested for a in [*c.args, *(k.value for k in c.keywords)])), None)
+        site = self.f.first_collective(later) if written is not None else None
+        if site is None or _point_to_point(site):
+            return
+        # a collective or a training run between the test and the write: every rank has tested before the main rank
+        # can write (homr: `if os.path.exists(model_destination): return` before training, the save after it)
+        upto = [st for st in later if st.lineno <= written.lineno]
+        if site.line < written.lineno or _runs_training(self.f, upto[:-1] + [
+                st for st in ast.iter_child_nodes(upto[-1]) if isinstance(st, ast.stmt) and st.lineno < written.lineno]):
+            return
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, stmt.body[-1].lineno,
+            f"`return` when `{_cond_text(stmt.test)}` (line {stmt.lineno}) skips {site.label} at {site.at}, and this "
+            f"function writes that path itself ({dotted(written.func)}() at line {written.lineno}): each rank tests the "
+            f"file system at its own moment, so the ranks that look after the first one has written it return early "
+            f"and never join the collective the others wait in",
+            fix="test on one rank and share the answer, so that every rank takes the same branch: "
+                "`if nccl_workbook.fixes.any_rank(path.is_file()):`, or meet the collective before returning"))
 
     def early_exit(self, stmt: ast.If) -> None:
         """``break`` on some ranks, or leaving early on a per-rank data condition, before a collective."""

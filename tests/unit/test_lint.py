@@ -6755,3 +6755,24 @@ def test_a_lightning_trainer_subclass_saving_on_rank_zero_only() -> None:
         """)
     assert found(src.format(base="pl.Trainer")) == [(7, "collective-in-rank-branch")]
     assert found(src.format(base="object")) == []
+
+
+def test_an_early_return_on_a_file_the_function_writes_later() -> None:
+    """OpenTau's speed percentiles (commit 40f2a34, collected blind in stop 54, missed then): `if path.is_file():
+    return read(path)`, then the main rank writes `path` and every rank meets `wait_for_everyone()`; the ranks that
+    test after the main rank has written it return early and skip the barrier. A file the function only reads (there
+    before the job began) decides alike on every rank."""
+    src = HEAD + textwrap.dedent("""\
+        def percentiles(path, acc, rows):
+            if path.is_file():
+                return read(path)
+            if acc.is_main_process:
+                {write}
+            acc.wait_for_everyone()
+            return rows
+        """)
+    assert found(src.format(write="write_jsonlines(rows, path)")) == [(5, "uneven-collective-count")]
+    assert found(src.format(write="print(rows)")) == []
+    # homr: the test before training, the save after it: every rank has tested before the main rank writes
+    trained = src.replace("    if acc.is_main_process:", "    trainer.train()\n    if acc.is_main_process:")
+    assert found(trained.format(write="write_jsonlines(rows, path)")) == []
