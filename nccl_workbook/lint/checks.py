@@ -885,10 +885,13 @@ _DOWNLOAD_INTO = re.compile(r"(^|_)(download\w*|load_state_dict_from_url|urlretr
 _FOLDER_KEYWORDS = frozenset({"model_dir", "local_dir", "cache_dir", "root", "dst", "output_dir", "save_dir"})
 
 
-def _tested_paths(test: ast.AST) -> set[str]:
-    """The paths a test hands to a file-system test (``os.path.exists(cache_file)`` -> ``{"cache_file"}``)."""
+def _tested_paths(test: ast.AST, *, objects: bool = False) -> set[str]:
+    """The paths a test hands to a file-system test (``os.path.exists(cache_file)`` -> ``{"cache_file"}``); with
+    ``objects``, also the path objects it asks (``path.is_file()`` -> ``{"path"}``)."""
     return {ast.unparse(c.args[0]) for c in subtree(test) if isinstance(c, ast.Call) and c.args
-            and _FILE_TEST.search(ast.unparse(c.func) + "(")}
+            and _FILE_TEST.search(ast.unparse(c.func) + "(")} | (
+        {ast.unparse(c.func.value) for c in subtree(test) if isinstance(c, ast.Call)
+         and isinstance(c.func, ast.Attribute) and c.func.attr in ("exists", "is_file", "is_dir")} if objects else set())
 
 
 def _broadcast_in(f: SourceFacts, body: list[ast.stmt]) -> Site | None:
@@ -903,14 +906,16 @@ def _broadcast_in(f: SourceFacts, body: list[ast.stmt]) -> Site | None:
     return None
 
 
+#: the parts of a call's name that say it writes its path argument
+_WRITES = frozenset({"write", "save", "dump", "makedirs", "mkdir", "touch", "copy", "move"})
+
+
 def _makes_tested_path(f: SourceFacts, stmt: ast.If) -> str:
     """The path an ``if not os.path.exists(p):`` tests when its body hands ``p`` to a call (a save into it), or
     ``""``; or an ``if os.path.exists(p): <load> else: <download>`` whose download writes into the folder ``p`` is
     built from (D-FINE PR 221: ``model_path = local_model_dir + "PPHGNetV2_..."``, then rank 0's
     ``load_state_dict_from_url(url, model_dir=local_model_dir)`` before a barrier)."""
-    tested = _tested_paths(stmt.test)
-    tested |= {ast.unparse(c.func.value) for c in subtree(stmt.test) if isinstance(c, ast.Call)
-               and isinstance(c.func, ast.Attribute) and c.func.attr in ("exists", "is_file", "is_dir")}
+    tested = _tested_paths(stmt.test, objects=True)
     negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
     if not tested:
         return ""
@@ -1427,9 +1432,6 @@ class _RankWalk:
             fix="test on one rank and share the answer, so that every rank takes the same branch: "
                 "`if nccl_workbook.fixes.any_rank(os.path.exists(path)):`"))
 
-    #: the parts of a call's name that say it writes its path argument
-    _WRITES = frozenset({"write", "save", "dump", "makedirs", "mkdir", "touch", "copy", "move"})
-
     def _returns_on_a_file_made_later(self, stmt: ast.If) -> None:
         """OpenTau's speed percentiles (commit 40f2a34, collected blind in stop 54): ``if path.is_file(): return
         _read_persisted(path)``, then the main rank writes ``path`` and every rank meets ``wait_for_everyone()``.
@@ -1438,11 +1440,9 @@ class _RankWalk:
             return
         block, i, _owner = self.f.parents[id(stmt)]
         later = block[i + 1:]
-        tested = {ast.unparse(c.func.value) for c in subtree(stmt.test) if isinstance(c, ast.Call)
-                  and isinstance(c.func, ast.Attribute) and c.func.attr in ("exists", "is_file", "is_dir")} \
-            | _tested_paths(stmt.test)
+        tested = _tested_paths(stmt.test, objects=True)
         written = next((c for s in later for c in subtree(s) if isinstance(c, ast.Call)
-                        and self._WRITES & set(_parts(call_name(c)[1]))
+                        and _WRITES & set(_parts(call_name(c)[1]))
                         and any(ast.unparse(a) in tested for a in [*c.args, *(k.value for k in c.keywords)])), None)
         site = self.f.first_collective(later) if written is not None else None
         if site is None or _point_to_point(site):
@@ -1810,9 +1810,8 @@ _PER_BATCH_HOOKS = frozenset({"training_step", "on_train_batch_start", "on_train
 
 def _per_batch_lightning_hook(f: SourceFacts, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Is ``fn`` a per-batch hook of a Lightning ``Callback`` or ``LightningModule`` of this file?"""
-    owner = f.parents.get(id(fn), (None, None, None))[2]
-    return fn.name in _PER_BATCH_HOOKS and isinstance(owner, ast.ClassDef) and f._uses_lightning() and any(
-        dotted(b).rsplit(".", 1)[-1] in ("Callback", "LightningModule") for b in owner.bases)
+    return fn.name in _PER_BATCH_HOOKS and f._uses_lightning() and f.method_of_a_class_based_on(
+        fn, ("Callback", "LightningModule"))
 
 
 def _evaluation_loop(stmts: list[ast.stmt], work: Site, fn: ast.AST | None) -> Site:

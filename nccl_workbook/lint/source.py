@@ -1557,7 +1557,8 @@ class SourceFacts:
                 if "engine" in low or recv in self.sharded or ("deepspeed" in self.modules and "model" in low):
                     return Site(line, label, kind="gathers shards")
                 if name == "save_checkpoint" and self._uses_lightning() and (
-                        re.search(r"(^|_|\.)trainer$", low) or recv == "super()" and self._in_trainer_subclass(call)):
+                        re.search(r"(^|_|\.)trainer$", low) or recv == "super()" and self.method_of_a_class_based_on(
+                            self._scope_of(call.lineno), ("Trainer",))):
                     # (zetta_utils PR 969, collected blind in stop 54: a subclass of Lightning's Trainer overrides
                     # save_checkpoint under `@rank_zero_only` and calls `super().save_checkpoint(...)`)
                     # autocast PR 386, collected blind in stop 35: Lightning's Trainer.save_checkpoint ends in
@@ -1741,11 +1742,11 @@ class SourceFacts:
                     lines.append(node.lineno)
         return bool(lines) and min(lines) > call.lineno
 
-    def _in_trainer_subclass(self, node: ast.AST) -> bool:
-        """Is ``node`` in a method of a class of this file based on a ``Trainer`` (Lightning's, here)?"""
-        fn = self._scope_of(node.lineno)
+    def method_of_a_class_based_on(self, fn: ast.AST | None, bases: tuple[str, ...]) -> bool:
+        """Is ``fn`` a method of a class of this file with a base of one of these names (``pl.Callback`` ->
+        ``Callback``)?"""
         owner = self.parents.get(id(fn), (None, None, None))[2] if fn is not None else None
-        return isinstance(owner, ast.ClassDef) and any(dotted(b).rsplit(".", 1)[-1] == "Trainer" for b in owner.bases)
+        return isinstance(owner, ast.ClassDef) and any(dotted(b).rsplit(".", 1)[-1] in bases for b in owner.bases)
 
     def _uses_lightning(self) -> bool:
         """Does this file import Lightning (``pytorch_lightning``, ``lightning``, ``lightning.pytorch``)?"""
@@ -1757,12 +1758,8 @@ class SourceFacts:
         all-reduce. A backward in a hook reduces nothing (stable-audio-tools' demo callback, under
         ``@rank_zero_only``: a discriminator's loss, then ``loss.backward()`` for a sensitivity map)."""
         fn = self._scope_of(call.lineno)
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.name.startswith("on_") \
-                or id(fn) not in self.parents:
-            return False
-        owner = self.parents[id(fn)][2]
-        return isinstance(owner, ast.ClassDef) and any(dotted(b).rsplit(".", 1)[-1] in ("Callback", "LightningModule")
-                                                       for b in owner.bases)
+        return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name.startswith("on_") \
+            and self.method_of_a_class_based_on(fn, ("Callback", "LightningModule"))
 
     def _of_a_model_built_bare(self, call: ast.Call) -> bool:
         """Is every model its function runs one built with data parallelism turned off (UniTS's batch-size probe:
@@ -1881,13 +1878,16 @@ class SourceFacts:
         """Does the method of this file's class call ``self.X()`` where the class defines ``X`` and so does another
         class of the file? The reading of ``self.X()`` takes any function of the file by that name (Detic's
         OIDEval.run calls its own ``self.evaluate()``, not the evaluator's, whose ``evaluate`` gathers)."""
-        cls = next((n for n in self.nodes if isinstance(n, ast.ClassDef) and n.name == cls_name), None)
-        fn = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == method), None) if cls else None
-        if fn is None:
-            return False
-        own = {b.name for b in cls.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        return any(isinstance(n, ast.Call) and call_name(n)[0] == "self" and call_name(n)[1] in own
-                   and len(self.functions.get(call_name(n)[1], ())) > 1 for n in walk_local(fn))
+        key = ("own ambiguously", f"{cls_name}.{method}")
+        if key not in self.memo:
+            cls = next((n for n in self.nodes if isinstance(n, ast.ClassDef) and n.name == cls_name), None)
+            fn = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == method), None) \
+                if cls else None
+            own = {b.name for b in cls.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))} if cls else set()
+            self.memo[key] = fn is not None and any(
+                isinstance(n, ast.Call) and call_name(n)[0] == "self" and call_name(n)[1] in own
+                and len(self.functions.get(call_name(n)[1], ())) > 1 for n in walk_local(fn))
+        return bool(self.memo[key])
 
     def _made_by_cls(self, recv: str, call: ast.Call) -> str | None:
         """The class of this file whose classmethod holds ``call`` and gives ``recv`` the object it builds
