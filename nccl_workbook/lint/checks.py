@@ -794,6 +794,9 @@ def _is_data_condition(test: ast.AST) -> bool:
     # a plain predicate called without arguments asks about the job, not this rank's data (habitat's
     # `if not is_slurm_batch_job(): return`)
     text = re.sub(r"(?<![\w.])(is|has|use|should)_\w+\(\)", "", text)
+    # nor does torch's own (NeMo's SampledRNNTJoint: `if not torch.is_grad_enabled() or
+    # torch.is_inference_mode_enabled(): return super().forward(...)`, the mode of the whole run)
+    text = re.sub(r"(?<![\w.])torch(\.\w+)*\.is_\w+\(\)", "", text)
     # a tensor's number of dimensions, dtype or device is its kind, not how much data this rank holds (torchtnt's
     # `all_gather_tensors`: `if result.ndim == 0: return _simple_all_gather_tensors(...)`, held-out round 39)
     text = re.sub(r"[\w.]+\.(ndim|dim\(\)|dtype|device|is_cuda)\b", "", text)
@@ -1371,7 +1374,11 @@ class _RankWalk:
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}), a test of this rank's own "
-            f"data{origin}, {holds}"))
+            f"data{origin}, {holds}",
+            why="the ranks whose data decides the other way skip it, while the rest wait in it for them until the "
+                "process-group timeout (or pair it with their next collective: a desync)",
+            fix="call it on every rank, on both sides of the test: a rank with nothing to contribute hands in a "
+                "zero (`torch.zeros((), device=device)`) instead of skipping the collective"))
 
     def _one_side(self, stmt: ast.If, rest: list[ast.stmt]) -> tuple[Site, str] | None:
         """The first collective of the ``if``'s body, or of ``rest`` (its ``else``), when only one of them has
@@ -3952,13 +3959,44 @@ def _agreed(f: SourceFacts, names: set[str], before: int, fn: ast.AST | None) ->
                    and "gather" not in site.label and _agreement_returned(f, c) is None
                    for c in walk_local(fn if fn is not None else f.tree))
 
+    def agreeing(node: ast.AST) -> bool:
+        # (Accelerate's `gather_object(obj)`, one argument, gathers to every rank; torch's names a `dst`)
+        return any(isinstance(c, ast.Call) and (site := f.collective_of(c)) is not None
+                   and (_AGREEING.search(site.label) is not None or call_name(c)[1] == "gather_object"
+                        and len(c.args) == 1 and not c.keywords) for c in subtree(node))
+
+    def filled_from_collectives(name: str, bind: ast.AST) -> bool:
+        # TRL's reward trainer: `table = defaultdict(list)`, then `table["chosen_text"].extend(gather_object(...))`
+        # each pass: every rank holds the same rows (held-out as a blind run's other finding, stop 55)
+        if not (isinstance(bind, ast.Assign) and _empty_container(bind.value)):
+            return False
+        fills = [c for c in walk_local(fn if fn is not None else f.tree) if isinstance(c, ast.Call)
+                 and isinstance(c.func, ast.Attribute) and c.func.attr in ("append", "extend")
+                 and bind.lineno < c.lineno < before and _root_name(c.func.value) == name]
+        return bool(fills) and all(any(agreeing(a) for a in c.args) for c in fills)
+
     return bool(binds) and all(
         reduced_in_place(name, max(b.lineno for b in found)) or all(
-            isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name) and any(
-                isinstance(c, ast.Call) and (site := f.collective_of(c)) is not None and _AGREEING.search(site.label)
-                for c in subtree(b.value))
+            isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name)
+            and (agreeing(b.value) or filled_from_collectives(name, b))
             for b in found)
         for name, found in binds.items())
+
+
+def _empty_container(value: ast.AST) -> bool:
+    """``[]``, ``{}``, ``list()``, ``dict()``, ``defaultdict(list)``."""
+    if isinstance(value, (ast.List, ast.Dict)):
+        return not (value.elts if isinstance(value, ast.List) else value.keys)
+    return isinstance(value, ast.Call) and dotted(value.func).rsplit(".", 1)[-1] in (
+        "list", "dict", "defaultdict", "OrderedDict") and len(value.args) <= 1 and not value.keywords and all(
+        isinstance(a, ast.Name) and a.id in ("list", "dict", "int", "float") for a in value.args)
+
+
+def _root_name(node: ast.AST) -> str:
+    """``table`` of ``table``, ``table["rows"]``, ``table["rows"][0]``; else ``""``."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def _set_alike(f: SourceFacts, name: str, fn: ast.AST | None) -> bool:
@@ -4050,6 +4088,44 @@ def _bound_on_some_ranks(f: SourceFacts, loop: ast.For | ast.AsyncFor) -> tuple[
     return None
 
 
+def _batch_size_of(value: ast.AST, params: set[str]) -> str:
+    """The text of ``x.size(0)``, ``x.shape[0]`` or ``len(x)`` (through ``int(...)``) of a parameter ``x``, else ``""``."""
+    while isinstance(value, ast.Call) and dotted(value.func) == "int" and len(value.args) == 1:
+        value = value.args[0]
+    inner: ast.AST | None = None
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size" \
+            and len(value.args) == 1 and _const(value.args[0]) == 0:
+        inner = value.func.value
+    elif isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) \
+            and value.value.attr == "shape" and _const(value.slice) == 0:
+        inner = value.value.value
+    elif isinstance(value, ast.Call) and dotted(value.func) == "len" and len(value.args) == 1:
+        inner = value.args[0]
+    return ast.unparse(value) if isinstance(inner, ast.Name) and inner.id in params else ""
+
+
+def _over_this_batch(f: SourceFacts, loop: ast.For | ast.AsyncFor) -> str:
+    """NeMo's RNNTJoint (PR 5082, collected blind in stop 54): ``batch_size = int(encoder_outputs.size(0))``, then
+    ``for batch_idx in range(0, batch_size, self._fused_batch_size):``, a loop over sub-batches of the batch this
+    rank was handed. With dynamic batching or a last partial batch its length differs per rank. The text of the
+    batch size (``encoder_outputs.size(0)``), else ``""``."""
+    if not (isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "range"):
+        return ""
+    fn = f.enclosing_function(loop)
+    if fn is None:
+        return ""
+    params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]} - {"self", "cls"}
+    binds = {t.id: n.value for n in walk_local(fn) if isinstance(n, ast.Assign) and n.lineno < loop.lineno
+             for t in n.targets if isinstance(t, ast.Name)}
+    for arg in loop.iter.args:
+        for node in subtree(arg):
+            text = _batch_size_of(node, params) or (
+                _batch_size_of(binds[node.id], params) if isinstance(node, ast.Name) and node.id in binds else "")
+            if text:
+                return text
+    return ""
+
+
 def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
     """``uneven-collective-count``: a collective per pass of a loop over a per-rank share of the data, or a
     ``range`` whose bound is set on some ranks only."""
@@ -4070,6 +4146,24 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
                     f"holds (the other ranks keep the value of line {kept})",
                     fix=f"set `{name}` alike on every rank: read the resume state on every rank, or send it from the "
                         f"one that reads it with `dist.broadcast_object_list([{name}], src=0)`"))
+                continue
+        batch = _over_this_batch(f, node)
+        if batch:
+            # only a collective the code calls itself: a backward per sub-batch is gradient accumulation, run alike
+            # where the batches are alike
+            sites = [site for st in node.body if not _on_one_pass(node, st) for c in walk_local(st)
+                     if isinstance(c, ast.Call) and (site := f.collective_of(c, include_backward=False)) is not None
+                     and site.kind != "gathers shards"]
+            explicit = min(sites, key=lambda s: s.line, default=None)
+            if explicit is not None and not _under_join(f, node) and not _point_to_point(explicit):
+                out.append(RawFinding(
+                    Rule.UNEVEN_COLLECTIVE_COUNT, explicit.line,
+                    f"{explicit.label} runs once per pass of the loop at line {node.lineno} over "
+                    f"`{_cond_text(node.iter)}`, whose length follows this rank's batch size (`{batch}`): with "
+                    f"dynamic or bucketed batching, or a last partial batch, the ranks run it a different number of "
+                    f"times",
+                    fix="move the collective out of the loop (accumulate in the loop, reduce once after it), or "
+                        "agree the count first"))
                 continue
         # a keyword that says nothing of the data (DeBERTa's `tqdm(loader, disable=no_tqdm)`, where `no_tqdm` holds
         # on the ranks but 0) does not make what is iterated a share
@@ -4341,6 +4435,12 @@ def _generate_unsynced(f: SourceFacts) -> list[RawFinding]:
         fn = f._scope_of(node.lineno)
         if fn is not None and re.search(r"summon_full_params|GatheredParameters", ast.unparse(fn)):
             continue   # the full parameters gathered on every rank first (DPO's `FSDP.summon_full_params(policy)`)
+        if _in_hf_trainer_subclass(f, node) or _prepared_by_accelerate(f):
+            # a model the HF Trainer or Accelerate prepared: Accelerate keeps transformers' weak reference to the
+            # DeepSpeed config (ZeRO-3) and FSDP wraps the module, and generate() then sets `synced_gpus` itself
+            # (`is_deepspeed_zero3_enabled() or is_fsdp_managed_module(self)`: TRL's DPO, KTO, BCO trainers, held-out
+            # as a blind run's other findings in stop 55)
+            continue
         out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, node.lineno,
             f"`{recv}.generate()` without `synced_gpus`, in a file that partitions parameters (ZeRO-3 or FSDP): each "
@@ -4349,6 +4449,12 @@ def _generate_unsynced(f: SourceFacts) -> list[RawFinding]:
             fix="pass `synced_gpus=True` where the parameters are partitioned (ZeRO-3, FSDP): every rank then runs "
                 "the decoding steps until all have finished"))
     return out
+
+
+def _prepared_by_accelerate(f: SourceFacts) -> bool:
+    """Does the file hand its models to Accelerate (``accelerator.prepare(...)``)?"""
+    return any(isinstance(n, ast.Call) and call_name(n)[1] in ("prepare", "prepare_model")
+               and "accelerator" in call_name(n)[0].lower() for n in f.nodes)
 
 
 def _on_one_pass(loop: ast.For | ast.AsyncFor, stmt: ast.stmt) -> bool:

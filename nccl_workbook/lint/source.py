@@ -89,6 +89,8 @@ MPI_COLLECTIVES = frozenset({
 #: method names that are collectives only on a distributed object (``functools.reduce``, ``torch.gather``)
 DIST_RECEIVERS = re.compile(r"(^|\.)(dist|distributed|torch\.distributed|hvd|horovod|accelerator|fabric|strategy|"
                             r"comm|xm|bps|dist_utils|du)$")
+#: vLLM's (and its Ascend port's) communicators over a group of a trainer's process and an inference engine's workers
+_ENGINE_COMMUNICATORS = frozenset({"PyNcclCommunicator", "PyHcclCommunicator"})
 AMBIGUOUS_METHODS = frozenset({"broadcast", "reduce", "gather", "gather_object", "scatter", "synchronize",
                                "get_state_dict", "save_state", "save_model", "save_checkpoint", "load_checkpoint",
                                "push_to_hub"})
@@ -1352,6 +1354,25 @@ class SourceFacts:
             or receiver in self.dist_objects \
             or full.startswith(("horovod", "deepspeed.comm", "accelerate"))
 
+    def _engine_group(self, receiver: str) -> bool:
+        """Is ``receiver`` (or the ``.group`` of it) a group this file makes with an inference engine, vLLM's
+        ``StatelessProcessGroup.create(...)`` or a ``PyNcclCommunicator`` over one? Its members are the trainer's
+        process that sends the weights and the engine's workers, not the training ranks: TRL's VLLMClient
+        broadcasts and waits on it from the main process only, by design (a blind run's other findings, stop 55)."""
+        key = ("engine_groups", "")
+        if key not in self.memo:
+            made: set[str] = set()
+            binds = [n for n in self.nodes if isinstance(n, ast.Assign) and len(n.targets) == 1]
+            for _ in range(2):   # `pg = StatelessProcessGroup.create(...)`, then `self.communicator = pg`
+                for n in binds:
+                    v = n.value
+                    if isinstance(v, ast.Call) and (call_name(v)[1] in _ENGINE_COMMUNICATORS or call_name(v)[1] == "create"
+                                                    and call_name(v)[0].endswith("StatelessProcessGroup")) \
+                            or isinstance(v, (ast.Name, ast.Attribute)) and dotted(v) in made:
+                        made.add(dotted(n.targets[0]))
+            self.memo[key] = frozenset(made)
+        return receiver.removesuffix(".group") in self.memo[key]   # type: ignore[operator]
+
     def _mpi_communicator(self, receiver: str) -> bool:
         """Is ``receiver`` the world's mpi4py communicator (``MPI.COMM_WORLD``, or a ``comm`` of a file that imports
         mpi4py)? Not a communicator split off it (dlio's ``leader_comm``, of the ranks that take the branch)."""
@@ -1540,6 +1561,8 @@ class SourceFacts:
                 inner = self._elsewhere(other, inner)
                 return reach_site(line, label, inner, kind=inner.kind)
             return None
+        if recv and self._engine_group(recv):
+            return None
         if name in DIST_COLLECTIVES and (self.resolves_to_dist(recv) or full.startswith("torch.distributed")):
             return Site(line, label)
         if name in MPI_COLLECTIVES and self._mpi_communicator(recv):
@@ -1647,6 +1670,12 @@ class SourceFacts:
         if name in ("compute", "sync") and "metric" in recv.lower() and \
                 any(m.startswith("torchmetrics") for m in self.modules.values()):
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
+        if name == "compute" and recv and not call.args and not call.keywords and self._metric_updated(recv, call):
+            # NeMo's RNNTJoint (PR 5082, collected blind in stop 54): `self.wer.update(...)`, then
+            # `self.wer.compute()` then `self.wer.reset()`, a torchmetrics Metric handed in from the model
+            # (sync_on_compute: compute() all-gathers the states of every rank), in a file that never names torchmetrics
+            return Site(line, f"{label} (a metric's compute() after its update(): a torchmetrics Metric gathers the "
+                              f"states of every rank there)")
         if include_backward and name == "backward" and self._backward_is_all_reduce() \
                 and not self._before_the_wrap(call) and not self._in_autograd_function(call) \
                 and not self._of_a_model_built_bare(call) and not self._in_lightning_hook(call):
@@ -1657,6 +1686,20 @@ class SourceFacts:
             # `scale(loss).backward()` inside
             return Site(line, f"{label} (its backward: DDP's gradient all-reduce)")
         return None
+
+    def _metric_updated(self, recv: str, call: ast.Call) -> bool:
+        """Is ``recv.compute()`` the torchmetrics idiom: ``recv.update(...)`` before it in the same function, and
+        either torchmetrics imported by this file or ``recv.reset()`` after it (update, compute, reset: a Metric's
+        interface)?"""
+        scope = self._scope_of(call.lineno)
+        if scope is None:
+            return False
+        calls = [(n.lineno, call_name(n)[1]) for n in walk_local(scope)
+                 if isinstance(n, ast.Call) and call_name(n)[0] == recv]
+        if not any(name == "update" and line <= call.lineno for line, name in calls):
+            return False
+        return any(m.startswith("torchmetrics") for m in self.modules.values()) or any(
+            name == "reset" and line >= call.lineno for line, name in calls)
 
     def _in_autograd_function(self, node: ast.AST) -> bool:
         """Is this inside a method of a ``torch.autograd.Function`` subclass (icefall's scaling.py: a backward
@@ -2196,8 +2239,12 @@ class SourceFacts:
             found = self.decorator_collective(fn)
             if found:
                 break
+            # the first in source order (walk_local visits the last statement first: fMRI-reconstruction-NSD's
+            # gather_features() was said to reach the all_gather under `if voxel_features is not None:`, below the one
+            # every call runs)
+            first = 0
             for node in walk_local(fn):
-                if isinstance(node, ast.Call) and node is not fn:
+                if isinstance(node, ast.Call) and node is not fn and (not first or node.lineno < first):
                     recv, callee = call_name(node)
                     if recv in ("self", "cls", "") and callee in self.functions and callee not in self.imported:
                         # the innermost collective, for the message; none where what the call passes skips them
@@ -2208,8 +2255,7 @@ class SourceFacts:
                     else:
                         site = self.collective_of(node, include_backward=include_backward)
                     if site is not None:
-                        found = site
-                        break
+                        found, first = site, node.lineno
             if found:
                 break
         self._collective[key] = found
