@@ -1099,7 +1099,8 @@ class _RankWalk:
                 text = ast.unparse(stmt.test)
                 kept = _without_shared(text)
                 if where is None and (_DATA_NAME.search(kept) and _LOCAL_COUNT_TEST.search(kept)
-                                      or _nan_flag(f, stmt) is not None or _counts_derived_data(f, stmt) is not None):
+                                      or _nan_flag(f, stmt) is not None or _counts_derived_data(f, stmt) is not None
+                                      or _modality_test(stmt.test)):
                     self.data_branch(stmt)
                 elif where is None and _reads_files(f, stmt.test):
                     self.file_branch(stmt)
@@ -1133,6 +1134,8 @@ class _RankWalk:
                         for sub in walk_local(side):
                             if isinstance(sub, ast.Call):
                                 self.collective(sub, w)
+                elif isinstance(node, ast.IfExp) and where is None and _modality_test(node.test):
+                    self.data_expression(node)
                 elif isinstance(node, ast.Call) and where is not None:
                     self.collective(node, where)
                 elif where is not None and _broadcasting_property(self.f, node):
@@ -1142,6 +1145,24 @@ class _RankWalk:
                         f"Lightning's `Trainer.log_dir` is a property that broadcasts the folder from rank 0 "
                         f"(`self.strategy.broadcast(dirpath)`), a collective the other ranks never join",
                         fix="read `trainer.log_dir` on every rank (before the rank test) and keep the value"))
+
+    def data_expression(self, node: ast.IfExp) -> None:
+        """``gather_object(images) if images is not None else None``: a collective on one side of a test of what
+        this rank's batch holds (see :func:`_modality_test`)."""
+        body, other = self.f.first_collective(node.body), self.f.first_collective(node.orelse)
+        if (body is None) == (other is None) or _under_join(self.f, node):
+            return
+        site, holds = (body, "holds") if body is not None else (other, "does not hold")
+        assert site is not None
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
+            f"{site.label} runs only where `{_cond_text(node.test)}` (line {node.lineno}) {holds}: whether this "
+            f"rank's batch holds `{_modality_test(node.test)}`, which in a set that mixes text-only samples with "
+            f"others differs per rank",
+            why="the ranks whose batch decides the other way skip it, while the rest wait in it for them until the "
+                "process-group timeout (or pair it with their next collective: a desync)",
+            fix="call it on every rank: gather a placeholder (an empty list) where this rank has none, and drop the "
+                "placeholders after the gather"))
 
     def _alike_both_ways(self, node: ast.IfExp) -> bool:
         """Do both sides of a rank-conditional expression call the same collectives (InsightFace's ``[reduce(grad_out,
@@ -1367,10 +1388,14 @@ class _RankWalk:
         site, holds = one
         if holds == "does not hold" and len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If):
             return   # an `elif`: its own test is walked as an `if`
-        if not _tests_local_data(self.f, stmt) and _counts_derived_data(self.f, stmt) is None:
+        modality = _modality_test(stmt.test)
+        if not _tests_local_data(self.f, stmt) and _counts_derived_data(self.f, stmt) is None and not modality:
             return
         flag = _nan_flag(self.f, stmt)
         origin = "" if flag is None else f" (set from `{_cond_text(flag.value)}` at line {flag.lineno})"
+        if modality and not origin:
+            origin = f" (whether its batch holds `{modality}`: in a set that mixes text-only samples with others, " \
+                     f"it differs per rank)"
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}), a test of this rank's own "
@@ -3796,6 +3821,32 @@ def _counts_derived_data(f: SourceFacts, stmt: ast.If) -> str | None:
     return None
 
 
+#: what a multimodal batch holds only when its samples have it: text-only batches of a mixed set have none
+_MODALITY = re.compile(r"(?i)^(images?|pixel_values\w*|image_(inputs|tensors?|features|grid_thw)|videos?|"
+                       r"pixel_values_videos|video_(inputs|frames)|audios?|audio_(inputs|features))$")
+
+
+def _modality_test(test: ast.AST) -> str:
+    """TRL's vLLM generation (PR 5238, collected blind in stop 55): ``gather_object(images) if images is not None
+    else None``: whether this rank's batch holds images (or videos, audio), which in a mixed text and image set
+    differs per rank. The name tested, else ``""``."""
+    terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    for term in terms:
+        # (a test of the value, not of its truth: MDT's `if self.video:` is a setting that says whether to log videos)
+        inner = term.operand if isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not) else term
+        if isinstance(inner, ast.Compare) and len(inner.ops) == 1 and isinstance(inner.ops[0], (ast.Is, ast.IsNot)) \
+                and _const(inner.comparators[0]) is None and isinstance(inner.comparators[0], ast.Constant):
+            inner = inner.left
+        elif isinstance(inner, ast.Compare) and len(inner.ops) == 1 and isinstance(inner.left, ast.Call) \
+                and dotted(inner.left.func) == "len" and len(inner.left.args) == 1:
+            inner = inner.left.args[0]
+        else:
+            continue
+        if isinstance(inner, (ast.Name, ast.Attribute)) and _MODALITY.match(dotted(inner).rsplit(".", 1)[-1]):
+            return dotted(inner)
+    return ""
+
+
 def _tests_local_data(f: SourceFacts, stmt: ast.If) -> bool:
     """Does some term of the test read this rank's own data? StyleGAN2-ADA's ``if (snapshot_data is not None)
     and (len(metrics) > 0):``: ``snapshot_data`` is set on every rank alike, ``metrics`` is a setting (a
@@ -4089,7 +4140,8 @@ def _bound_on_some_ranks(f: SourceFacts, loop: ast.For | ast.AsyncFor) -> tuple[
 
 
 def _batch_size_of(value: ast.AST, params: set[str]) -> str:
-    """The text of ``x.size(0)``, ``x.shape[0]`` or ``len(x)`` (through ``int(...)``) of a parameter ``x``, else ``""``."""
+    """The text of ``x.size(0)`` or ``x.shape[0]`` (through ``int(...)``) of a parameter ``x``, a tensor's batch
+    dimension, else ``""`` (not ``len(x)``: of a list of loaders, of views, of a padded loader, alike on every rank)."""
     while isinstance(value, ast.Call) and dotted(value.func) == "int" and len(value.args) == 1:
         value = value.args[0]
     inner: ast.AST | None = None
@@ -4099,8 +4151,6 @@ def _batch_size_of(value: ast.AST, params: set[str]) -> str:
     elif isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) \
             and value.value.attr == "shape" and _const(value.slice) == 0:
         inner = value.value.value
-    elif isinstance(value, ast.Call) and dotted(value.func) == "len" and len(value.args) == 1:
-        inner = value.args[0]
     return ast.unparse(value) if isinstance(inner, ast.Name) and inner.id in params else ""
 
 

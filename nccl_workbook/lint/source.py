@@ -1450,7 +1450,45 @@ class SourceFacts:
             if name in self._returns_flag or _is_main_flag_name(name):
                 return True
             ext = self.external(recv, name)
-            return ext is not None and ext[1] in ext[0]._returns_flag
+            if ext is not None and ext[1] in ext[0]._returns_flag:
+                return True
+            owner, func = ext if ext is not None else (self, name) if not recv and name in self.functions else (None, "")
+            return owner is not None and self._handed_a_gating_flag(node, owner, func)
+        return False
+
+    def _handed_a_gating_flag(self, call: ast.Call, owner: SourceFacts, func: str) -> bool:
+        """Metta's ``should_run(epoch, interval, is_master)`` (PR 1925, collected blind in stop 55): a predicate
+        handed this rank's flag, which returns False at once where the flag is false (``if not (non_master_ok or
+        is_master): return False``): true on the main rank only."""
+        defs = owner.functions.get(func, [])
+        if len(defs) != 1:
+            return False
+        fn = defs[0]
+        params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+        if params[:1] in (["self"], ["cls"]):
+            params = params[1:]
+        handed = [params[i] for i, a in enumerate(call.args) if i < len(params) and self.is_rank_condition(a)
+                  and not isinstance(a, ast.Call)]
+        handed += [k.arg for k in call.keywords if k.arg and self.is_rank_condition(k.value)
+                   and not isinstance(k.value, ast.Call)]
+        return any(owner._returns_false_without(fn, p) for p in handed)
+
+    def _returns_false_without(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> bool:
+        """Does ``fn`` begin (before any other return) with ``if not param: return False`` or ``if not (... or
+        param): return False``?"""
+        for stmt in fn.body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue   # the docstring
+            if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1
+                    and isinstance(stmt.body[0], ast.Return) and isinstance(stmt.body[0].value, ast.Constant)
+                    and stmt.body[0].value.value in (False, None, 0)):
+                return False   # (a guard that returns False before it, `if not interval: return False`, is fine)
+            test = stmt.test
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                inner = test.operand
+                terms = inner.values if isinstance(inner, ast.BoolOp) and isinstance(inner.op, ast.Or) else [inner]
+                if any(isinstance(t, ast.Name) and t.id == param for t in terms):
+                    return True
         return False
 
     # -- collectives ------------------------------------------------------------------------------------
@@ -1670,6 +1708,12 @@ class SourceFacts:
         if name in ("compute", "sync") and "metric" in recv.lower() and \
                 any(m.startswith("torchmetrics") for m in self.modules.values()):
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
+        if name in ("save_and_keep_only", "save_checkpoint") and recv.lower().endswith("checkpointer") \
+                and any(m.startswith("speechbrain") for m in self.modules.values()):
+            # SpeechBrain 1.x's Checkpointer (speechbrain PR 2536, collected blind in stop 54): saving broadcasts
+            # the checkpoint's folder from the main process and deleting old ones waits at barriers before and after
+            return Site(line, f"{label} (SpeechBrain 1.x's Checkpointer broadcasts from the main process and waits "
+                              f"at barriers: every rank must call it)")
         if name == "compute" and recv and not call.args and not call.keywords and self._metric_updated(recv, call):
             # NeMo's RNNTJoint (PR 5082, collected blind in stop 54): `self.wer.update(...)`, then
             # `self.wer.compute()` then `self.wer.reset()`, a torchmetrics Metric handed in from the model
@@ -2239,12 +2283,8 @@ class SourceFacts:
             found = self.decorator_collective(fn)
             if found:
                 break
-            # the first in source order (walk_local visits the last statement first: fMRI-reconstruction-NSD's
-            # gather_features() was said to reach the all_gather under `if voxel_features is not None:`, below the one
-            # every call runs)
-            first = 0
             for node in walk_local(fn):
-                if isinstance(node, ast.Call) and node is not fn and (not first or node.lineno < first):
+                if isinstance(node, ast.Call) and node is not fn:
                     recv, callee = call_name(node)
                     if recv in ("self", "cls", "") and callee in self.functions and callee not in self.imported:
                         # the innermost collective, for the message; none where what the call passes skips them
@@ -2255,7 +2295,8 @@ class SourceFacts:
                     else:
                         site = self.collective_of(node, include_backward=include_backward)
                     if site is not None:
-                        found, first = site, node.lineno
+                        found = site
+                        break
             if found:
                 break
         self._collective[key] = found

@@ -6859,24 +6859,6 @@ def test_a_break_on_rows_every_rank_gathered_alike() -> None:
     assert found(src.format(fill="gather_object(chosen_text, dst=0)")) == [(12, "uneven-collective-count")]
 
 
-def test_a_function_reaches_its_first_collective_in_source_order() -> None:
-    """fMRI-reconstruction-NSD (blind, stop 55): `gather_features(targs, None)` was said to reach the all_gather under
-    `if voxel_features is not None:`, below the one every call runs: the message names the first one."""
-    src = HEAD + textwrap.dedent("""\
-        def gather_features(image, voxel):
-            out = torch.cat(torch.distributed.nn.all_gather(image))
-            if voxel is not None:
-                return out, torch.cat(torch.distributed.nn.all_gather(voxel))
-            return out
-        def main(local_rank, t):
-            if local_rank == 0:
-                gather_features(t, None)
-            dist.barrier()
-        """)
-    [f] = lint_source(src)
-    assert f.line == 10 and "all_gather() at line 4)" in f.message, f.message
-
-
 def test_a_collective_under_a_test_of_this_rank_s_data_says_so() -> None:
     """nanodet's head (PR 573, collected blind in stop 55): `if len(pos_inds) > 0:` then `reduce_mean(...)`; the
     finding says the ranks whose data decides the other way skip it (no loop is involved), and how to mend it."""
@@ -6920,3 +6902,67 @@ def test_a_group_made_with_an_inference_engine_is_not_the_training_group() -> No
     assert found(src.format(made="PyNcclCommunicator(pg, device=device)")) == []
     # the same calls on a group of the training ranks
     assert found(src.format(made="dist.new_group(list(range(world_size)))")) == [(15, "collective-in-rank-branch")]
+
+
+def test_a_collective_only_where_this_rank_s_batch_holds_images() -> None:
+    """TRL's vLLM generation (PR 5238, collected blind in stop 55, missed then): `gather_object(images) if images is
+    not None else None`, and in tensor-parallel mode `if images is not None: all_gather_object(...)`. In a set that
+    mixes text-only samples with image ones, the ranks whose batch holds no image skip the gather. A test of a
+    setting is not one of the batch."""
+    src = HEAD + textwrap.dedent("""\
+        from accelerate.utils import gather_object
+        def generate(prompts, images, group):
+            all_prompts = gather_object(prompts)
+            all_images = gather_object(images) if {test} else None
+            if {test}:
+                out = [None, None]
+                dist.all_gather_object(out, images, group=group)
+            return all_prompts, all_images
+        """)
+    assert found(src.format(test="images is not None")) == [(6, "uneven-collective-count"), (9, "uneven-collective-count")]
+    assert found(src.format(test="use_images")) == []
+    # MDT's `if self.video:`: a setting that says whether to log videos, not what the batch holds
+    assert found(src.format(test="self.video")) == []
+
+
+def test_speechbrain_s_checkpointer_saves_on_every_rank() -> None:
+    """SpeechBrain's LibriSpeech transducer recipe (PR 2536, collected blind in stop 54, missed then): `if stage ==
+    VALID and if_main_process(): ... self.checkpointer.save_and_keep_only(...)`. SpeechBrain 1.x's Checkpointer
+    broadcasts from the main process and waits at barriers, so every rank must call it."""
+    src = textwrap.dedent("""\
+        import speechbrain as sb
+        from speechbrain.utils.distributed import if_main_process
+        class ASR(sb.Brain):
+            def on_stage_end(self, stage, stage_loss, epoch):
+                if stage == sb.Stage.VALID and if_main_process():
+                    self.hparams.train_logger.log_stats({"epoch": epoch})
+                    self.checkpointer.save_and_keep_only(meta={"WER": stage_loss}, min_keys=["WER"])
+        """)
+    assert found(src) == [(7, "collective-in-rank-branch")]
+    # every rank saves: the fix of the PR
+    assert found(src.replace(" and if_main_process()", "")) == []
+
+
+def test_a_predicate_handed_the_rank_flag_that_is_false_without_it() -> None:
+    """Metta's trainer (PR 1925, collected blind in stop 55, missed then): `if should_run(epoch, interval,
+    is_master): save_policy(...)`, where `should_run` returns False at once unless `non_master_ok or is_master`:
+    only the master saves, and `save_policy` ends in a barrier. A predicate that only reads the flag later, or one
+    handed a setting, is not a rank test."""
+    src = HEAD + textwrap.dedent("""\
+        def should_run(epoch, interval, is_master=True, *, non_master_ok=False):
+            if not interval:
+                return False
+            if not (non_master_ok or {flag}):
+                return False
+            return epoch % interval == 0
+        def save_policy(policy):
+            torch.save(policy, "p.pt")
+            dist.barrier()
+        def train(epoch, interval, policy):
+            is_master = dist.get_rank() == 0
+            if should_run(epoch, interval, {handed}):
+                save_policy(policy)
+        """)
+    assert found(src.format(flag="is_master", handed="is_master")) == [(15, "collective-in-rank-branch")]
+    assert found(src.format(flag="is_master", handed="True")) == []
+    assert found(src.format(flag="interval", handed="is_master")) == []
