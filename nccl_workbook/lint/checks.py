@@ -1159,8 +1159,7 @@ class _RankWalk:
             f"{site.label} runs only where `{_cond_text(node.test)}` (line {node.lineno}) {holds}: whether this "
             f"rank's batch holds `{_modality_test(node.test)}`, which in a set that mixes text-only samples with "
             f"others differs per rank",
-            why="the ranks whose batch decides the other way skip it, while the rest wait in it for them until the "
-                "process-group timeout (or pair it with their next collective: a desync)",
+            why=_DATA_SKIP_WHY,
             fix="call it on every rank: gather a placeholder (an empty list) where this rank has none, and drop the "
                 "placeholders after the gather"))
 
@@ -1400,8 +1399,7 @@ class _RankWalk:
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}), a test of this rank's own "
             f"data{origin}, {holds}",
-            why="the ranks whose data decides the other way skip it, while the rest wait in it for them until the "
-                "process-group timeout (or pair it with their next collective: a desync)",
+            why=_DATA_SKIP_WHY,
             fix="call it on every rank, on both sides of the test: a rank with nothing to contribute hands in a "
                 "zero (`torch.zeros((), device=device)`) instead of skipping the collective"))
 
@@ -3821,6 +3819,9 @@ def _counts_derived_data(f: SourceFacts, stmt: ast.If) -> str | None:
     return None
 
 
+#: why a collective under a test of this rank's own data can hang (a data branch, a batch without images)
+_DATA_SKIP_WHY = ("the ranks whose data decides the other way skip it, while the rest wait in it for them until the "
+                  "process-group timeout (or pair it with their next collective: a desync)")
 #: what a multimodal batch holds only when its samples have it: text-only batches of a mixed set have none
 _MODALITY = re.compile(r"(?i)^(images?|pixel_values\w*|image_(inputs|tensors?|features|grid_thw)|videos?|"
                        r"pixel_values_videos|video_(inputs|frames)|audios?|audio_(inputs|features))$")
