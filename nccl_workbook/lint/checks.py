@@ -4156,10 +4156,11 @@ def _batch_size_of(value: ast.AST, params: set[str]) -> str:
 
 
 def _over_this_batch(f: SourceFacts, loop: ast.For | ast.AsyncFor) -> str:
-    """NeMo's RNNTJoint (PR 5082, collected blind in stop 54): ``batch_size = int(encoder_outputs.size(0))``, then
-    ``for batch_idx in range(0, batch_size, self._fused_batch_size):``, a loop over sub-batches of the batch this
-    rank was handed. With dynamic batching or a last partial batch its length differs per rank. The text of the
-    batch size (``encoder_outputs.size(0)``), else ``""``."""
+    """NeMo's RNNTJoint (PR 4348, and PR 10787 of its 2024 regression, collected blind in stop 54):
+    ``batch_size = int(encoder_outputs.size(0))``, then ``for batch_idx in range(0, batch_size,
+    self._fused_batch_size):``, a loop over sub-batches of the batch this rank was handed. With dynamic batching or a
+    last partial batch its length differs per rank. The text of the batch size (``encoder_outputs.size(0)``), else
+    ``""``."""
     if not (isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "range"):
         return ""
     fn = f.enclosing_function(loop)

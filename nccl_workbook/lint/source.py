@@ -1366,8 +1366,8 @@ class SourceFacts:
             for _ in range(2):   # `pg = StatelessProcessGroup.create(...)`, then `self.communicator = pg`
                 for n in binds:
                     v = n.value
-                    if isinstance(v, ast.Call) and (call_name(v)[1] in _ENGINE_COMMUNICATORS or call_name(v)[1] == "create"
-                                                    and call_name(v)[0].endswith("StatelessProcessGroup")) \
+                    recv, name = call_name(v) if isinstance(v, ast.Call) else ("", "")
+                    if name in _ENGINE_COMMUNICATORS or name == "create" and recv.endswith("StatelessProcessGroup") \
                             or isinstance(v, (ast.Name, ast.Attribute)) and dotted(v) in made:
                         made.add(dotted(n.targets[0]))
             self.memo[key] = frozenset(made)
@@ -1452,8 +1452,9 @@ class SourceFacts:
             ext = self.external(recv, name)
             if ext is not None and ext[1] in ext[0]._returns_flag:
                 return True
-            owner, func = ext if ext is not None else (self, name) if not recv and name in self.functions else (None, "")
-            return owner is not None and self._handed_a_gating_flag(node, owner, func)
+            if ext is None and not recv and name in self.functions:
+                ext = (self, name)
+            return ext is not None and self._handed_a_gating_flag(node, *ext)
         return False
 
     def _handed_a_gating_flag(self, call: ast.Call, owner: SourceFacts, func: str) -> bool:
@@ -1710,14 +1711,15 @@ class SourceFacts:
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
         if name in ("save_and_keep_only", "save_checkpoint") and recv.lower().endswith("checkpointer") \
                 and any(m.startswith("speechbrain") for m in self.modules.values()):
-            # SpeechBrain 1.x's Checkpointer (speechbrain PR 2536, collected blind in stop 54): saving broadcasts
+            # SpeechBrain 1.x's Checkpointer (speechbrain PR 2268, collected blind in stop 54): saving broadcasts
             # the checkpoint's folder from the main process and deleting old ones waits at barriers before and after
             return Site(line, f"{label} (SpeechBrain 1.x's Checkpointer broadcasts from the main process and waits "
                               f"at barriers: every rank must call it)")
         if name == "compute" and recv and not call.args and not call.keywords and self._metric_updated(recv, call):
-            # NeMo's RNNTJoint (PR 5082, collected blind in stop 54): `self.wer.update(...)`, then
-            # `self.wer.compute()` then `self.wer.reset()`, a torchmetrics Metric handed in from the model
-            # (sync_on_compute: compute() all-gathers the states of every rank), in a file that never names torchmetrics
+            # NeMo's RNNTJoint (PR 4348, and PR 10787 of its 2024 regression, collected blind in stop 54):
+            # `self.wer.update(...)`, `self.wer.compute()`, `self.wer.reset()`, a torchmetrics Metric handed in from
+            # the model (sync_on_compute: compute() all-gathers the states of every rank), in a file that never names
+            # torchmetrics
             return Site(line, f"{label} (a metric's compute() after its update(): a torchmetrics Metric gathers the "
                               f"states of every rank there)")
         if include_backward and name == "backward" and self._backward_is_all_reduce() \

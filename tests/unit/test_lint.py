@@ -6779,8 +6779,8 @@ def test_an_early_return_on_a_file_the_function_writes_later() -> None:
 
 
 def test_a_metric_synced_once_per_sub_batch_of_this_rank_s_batch() -> None:
-    """NeMo's RNNTJoint (PR 5082, and its 2024 regression, collected blind in stop 54, missed then): the batch this
-    rank was handed is cut into sub-batches of a fixed size, and each pass calls `self.wer.update(...)`, then
+    """NeMo's RNNTJoint (PR 4348, and PR 10787 of its 2024 regression, collected blind in stop 54, missed then): the
+    batch this rank was handed is cut into sub-batches of a fixed size, and each pass calls `self.wer.update(...)`, then
     `self.wer.compute()` (a torchmetrics Metric handed in: compute() all-gathers the states of every rank). With
     dynamic batching the ranks hold batches of different sizes, so they sync a different number of times. A backward
     per sub-batch (gradient accumulation) is not reported for that alone, nor is an object with no update() before."""
@@ -6919,14 +6919,15 @@ def test_a_collective_only_where_this_rank_s_batch_holds_images() -> None:
                 dist.all_gather_object(out, images, group=group)
             return all_prompts, all_images
         """)
-    assert found(src.format(test="images is not None")) == [(6, "uneven-collective-count"), (9, "uneven-collective-count")]
+    assert found(src.format(test="images is not None")) == [
+        (6, "uneven-collective-count"), (9, "uneven-collective-count")]
     assert found(src.format(test="use_images")) == []
     # MDT's `if self.video:`: a setting that says whether to log videos, not what the batch holds
     assert found(src.format(test="self.video")) == []
 
 
 def test_speechbrain_s_checkpointer_saves_on_every_rank() -> None:
-    """SpeechBrain's LibriSpeech transducer recipe (PR 2536, collected blind in stop 54, missed then): `if stage ==
+    """SpeechBrain's LibriSpeech transducer recipe (PR 2268, collected blind in stop 54, missed then): `if stage ==
     VALID and if_main_process(): ... self.checkpointer.save_and_keep_only(...)`. SpeechBrain 1.x's Checkpointer
     broadcasts from the main process and waits at barriers, so every rank must call it."""
     src = textwrap.dedent("""\
