@@ -4019,7 +4019,7 @@ def _agreed(f: SourceFacts, names: set[str], before: int, fn: ast.AST | None) ->
 
     def filled_from_collectives(name: str, bind: ast.AST) -> bool:
         # TRL's reward trainer: `table = defaultdict(list)`, then `table["chosen_text"].extend(gather_object(...))`
-        # each pass: every rank holds the same rows (held-out as a blind run's other finding, stop 55)
+        # each pass: every rank holds the same rows (judged false among a blind run's other findings, stop 55)
         if not (isinstance(bind, ast.Assign) and _empty_container(bind.value)):
             return False
         fills = [c for c in walk_local(fn if fn is not None else f.tree) if isinstance(c, ast.Call)
@@ -4490,8 +4490,8 @@ def _generate_unsynced(f: SourceFacts) -> list[RawFinding]:
         if _in_hf_trainer_subclass(f, node) or _prepared_by_accelerate(f):
             # a model the HF Trainer or Accelerate prepared: Accelerate keeps transformers' weak reference to the
             # DeepSpeed config (ZeRO-3) and FSDP wraps the module, and generate() then sets `synced_gpus` itself
-            # (`is_deepspeed_zero3_enabled() or is_fsdp_managed_module(self)`: TRL's DPO, KTO, BCO trainers, held-out
-            # as a blind run's other findings in stop 55)
+            # (`is_deepspeed_zero3_enabled() or is_fsdp_managed_module(self)`: TRL's DPO, KTO, BCO trainers, judged false
+            # among a blind run's other findings in stop 55)
             continue
         out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, node.lineno,
