@@ -792,11 +792,9 @@ def _is_data_condition(test: ast.AST) -> bool:
     # ``x.item()`` reads a tensor's value: the method name is no data name (``signal.item() == 0``)
     text = re.sub(r"\.item\(\)", "", ast.unparse(test))
     # a plain predicate called without arguments asks about the job, not this rank's data (habitat's
-    # `if not is_slurm_batch_job(): return`)
-    text = re.sub(r"(?<![\w.])(is|has|use|should)_\w+\(\)", "", text)
-    # nor does torch's own (NeMo's SampledRNNTJoint: `if not torch.is_grad_enabled() or
-    # torch.is_inference_mode_enabled(): return super().forward(...)`, the mode of the whole run)
-    text = re.sub(r"(?<![\w.])torch(\.\w+)*\.is_\w+\(\)", "", text)
+    # `if not is_slurm_batch_job(): return`), and so does torch's own (NeMo's SampledRNNTJoint: `if not
+    # torch.is_grad_enabled() or torch.is_inference_mode_enabled(): return super().forward(...)`, the run's mode)
+    text = re.sub(r"(?<![\w.])((is|has|use|should)_\w+|torch(\.\w+)*\.is_\w+)\(\)", "", text)
     # a tensor's number of dimensions, dtype or device is its kind, not how much data this rank holds (torchtnt's
     # `all_gather_tensors`: `if result.ndim == 0: return _simple_all_gather_tensors(...)`, held-out round 39)
     text = re.sub(r"[\w.]+\.(ndim|dim\(\)|dtype|device|is_cuda)\b", "", text)
@@ -832,15 +830,16 @@ def _assigns_by_name(f: SourceFacts, fn: ast.AST | None) -> dict[str, list[ast.A
     return f.memo[key]   # type: ignore[return-value]
 
 
-def _appends_by_name(f: SourceFacts, fn: ast.AST) -> dict[str, list[ast.Call]]:
-    """The function's ``name.append(x)`` / ``name.extend(xs)`` calls, by the list's name: found once per function."""
-    key = ("appends_by_name", str(id(fn)))
+def _appends_by_name(f: SourceFacts, fn: ast.AST, *, items: bool = False) -> dict[str, list[ast.Call]]:
+    """The function's ``name.append(x)`` / ``name.extend(xs)`` calls, by the list's name (with ``items``, also
+    ``name[key].extend(xs)``, by ``name``): found once per function."""
+    key = ("appends_by_name", f"{id(fn)}|{items}")
     if key not in f.memo:
         out: dict[str, list[ast.Call]] = {}
         for n in walk_local(fn):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend") \
-                    and isinstance(n.func.value, ast.Name) and n.args:
-                out.setdefault(n.func.value.id, []).append(n)
+                    and n.args and (isinstance(n.func.value, ast.Name) or items) and (root := _root_name(n.func.value)):
+                out.setdefault(root, []).append(n)
         f.memo[key] = out
     return f.memo[key]   # type: ignore[return-value]
 
@@ -1134,8 +1133,8 @@ class _RankWalk:
                         for sub in walk_local(side):
                             if isinstance(sub, ast.Call):
                                 self.collective(sub, w)
-                elif isinstance(node, ast.IfExp) and where is None and _modality_test(node.test):
-                    self.data_expression(node)
+                elif isinstance(node, ast.IfExp) and where is None and (held := _modality_test(node.test)):
+                    self.data_expression(node, held)
                 elif isinstance(node, ast.Call) and where is not None:
                     self.collective(node, where)
                 elif where is not None and _broadcasting_property(self.f, node):
@@ -1146,9 +1145,9 @@ class _RankWalk:
                         f"(`self.strategy.broadcast(dirpath)`), a collective the other ranks never join",
                         fix="read `trainer.log_dir` on every rank (before the rank test) and keep the value"))
 
-    def data_expression(self, node: ast.IfExp) -> None:
+    def data_expression(self, node: ast.IfExp, held: str) -> None:
         """``gather_object(images) if images is not None else None``: a collective on one side of a test of what
-        this rank's batch holds (see :func:`_modality_test`)."""
+        this rank's batch holds, ``held`` (see :func:`_modality_test`)."""
         body, other = self.f.first_collective(node.body), self.f.first_collective(node.orelse)
         if (body is None) == (other is None) or _under_join(self.f, node):
             return
@@ -1157,7 +1156,7 @@ class _RankWalk:
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs only where `{_cond_text(node.test)}` (line {node.lineno}) {holds}: whether this "
-            f"rank's batch holds `{_modality_test(node.test)}`, which in a set that mixes text-only samples with "
+            f"rank's batch holds `{held}`, which in a set that mixes text-only samples with "
             f"others differs per rank",
             why=_DATA_SKIP_WHY,
             fix="call it on every rank: gather a placeholder (an empty list) where this rank has none, and drop the "
@@ -4022,9 +4021,8 @@ def _agreed(f: SourceFacts, names: set[str], before: int, fn: ast.AST | None) ->
         # each pass: every rank holds the same rows (judged false among a blind run's other findings, stop 55)
         if not (isinstance(bind, ast.Assign) and _empty_container(bind.value)):
             return False
-        fills = [c for c in walk_local(fn if fn is not None else f.tree) if isinstance(c, ast.Call)
-                 and isinstance(c.func, ast.Attribute) and c.func.attr in ("append", "extend")
-                 and bind.lineno < c.lineno < before and _root_name(c.func.value) == name]
+        fills = [c for c in _appends_by_name(f, fn if fn is not None else f.tree, items=True).get(name, ())
+                 if bind.lineno < c.lineno < before]
         return bool(fills) and all(any(agreeing(a) for a in c.args) for c in fills)
 
     return bool(binds) and all(
@@ -4167,12 +4165,13 @@ def _over_this_batch(f: SourceFacts, loop: ast.For | ast.AsyncFor) -> str:
     if fn is None:
         return ""
     params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]} - {"self", "cls"}
-    binds = {t.id: n.value for n in walk_local(fn) if isinstance(n, ast.Assign) and n.lineno < loop.lineno
-             for t in n.targets if isinstance(t, ast.Name)}
+    assigns = _assigns_by_name(f, fn)
     for arg in loop.iter.args:
         for node in subtree(arg):
+            before = [a for a in assigns.get(node.id, ()) if a.lineno < loop.lineno] \
+                if isinstance(node, ast.Name) else []
             text = _batch_size_of(node, params) or (
-                _batch_size_of(binds[node.id], params) if isinstance(node, ast.Name) and node.id in binds else "")
+                _batch_size_of(max(before, key=lambda a: a.lineno).value, params) if before else "")
             if text:
                 return text
     return ""
@@ -4504,9 +4503,12 @@ def _generate_unsynced(f: SourceFacts) -> list[RawFinding]:
 
 
 def _prepared_by_accelerate(f: SourceFacts) -> bool:
-    """Does the file hand its models to Accelerate (``accelerator.prepare(...)``)?"""
-    return any(isinstance(n, ast.Call) and call_name(n)[1] in ("prepare", "prepare_model")
-               and "accelerator" in call_name(n)[0].lower() for n in f.nodes)
+    """Does the file hand its models to Accelerate (``accelerator.prepare(...)``)? Found once per file."""
+    key = ("prepared_by_accelerate", "")
+    if key not in f.memo:
+        f.memo[key] = any(isinstance(n, ast.Call) and call_name(n)[1] in ("prepare", "prepare_model")
+                          and "accelerator" in call_name(n)[0].lower() for n in f.nodes)
+    return bool(f.memo[key])
 
 
 def _on_one_pass(loop: ast.For | ast.AsyncFor, stmt: ast.stmt) -> bool:

@@ -1468,29 +1468,11 @@ class SourceFacts:
         params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
         if params[:1] in (["self"], ["cls"]):
             params = params[1:]
-        handed = [params[i] for i, a in enumerate(call.args) if i < len(params) and self.is_rank_condition(a)
-                  and not isinstance(a, ast.Call)]
-        handed += [k.arg for k in call.keywords if k.arg and self.is_rank_condition(k.value)
-                   and not isinstance(k.value, ast.Call)]
-        return any(owner._returns_false_without(fn, p) for p in handed)
-
-    def _returns_false_without(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> bool:
-        """Does ``fn`` begin (before any other return) with ``if not param: return False`` or ``if not (... or
-        param): return False``?"""
-        for stmt in fn.body:
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-                continue   # the docstring
-            if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1
-                    and isinstance(stmt.body[0], ast.Return) and isinstance(stmt.body[0].value, ast.Constant)
-                    and stmt.body[0].value.value in (False, None, 0)):
-                return False   # (a guard that returns False before it, `if not interval: return False`, is fine)
-            test = stmt.test
-            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-                inner = test.operand
-                terms = inner.values if isinstance(inner, ast.BoolOp) and isinstance(inner.op, ast.Or) else [inner]
-                if any(isinstance(t, ast.Name) and t.id == param for t in terms):
-                    return True
-        return False
+        handed = [params[i] for i, a in enumerate(call.args) if i < len(params) and not isinstance(a, ast.Call)
+                  and self.is_rank_condition(a)]
+        handed += [k.arg for k in call.keywords if k.arg and not isinstance(k.value, ast.Call)
+                   and self.is_rank_condition(k.value)]
+        return any(_returns_false_without(fn, p) for p in handed)
 
     # -- collectives ------------------------------------------------------------------------------------
     def collective_of(self, call: ast.Call, *, include_backward: bool = True) -> Site | None:
@@ -1706,11 +1688,10 @@ class SourceFacts:
                 recv in self.zero_optimizers or _ZERO_OPTIMIZER_NAME.search(recv.rsplit(".", 1)[-1])):
             return Site(line, f"{label} (an optimizer that shards its state: each step gathers the updated "
                               f"parameters from every rank)")
-        if name in ("compute", "sync") and "metric" in recv.lower() and \
-                any(m.startswith("torchmetrics") for m in self.modules.values()):
+        if name in ("compute", "sync") and "metric" in recv.lower() and self._imports("torchmetrics"):
             return Site(line, f"{label} (torchmetrics gathers the states of every rank)")
         if name in ("save_and_keep_only", "save_checkpoint") and recv.lower().endswith("checkpointer") \
-                and any(m.startswith("speechbrain") for m in self.modules.values()):
+                and self._imports("speechbrain"):
             # SpeechBrain 1.x's Checkpointer (speechbrain PR 2268, collected blind in stop 54): saving broadcasts
             # the checkpoint's folder from the main process and deleting old ones waits at barriers before and after
             return Site(line, f"{label} (SpeechBrain 1.x's Checkpointer broadcasts from the main process and waits "
@@ -1744,8 +1725,7 @@ class SourceFacts:
                  if isinstance(n, ast.Call) and call_name(n)[0] == recv]
         if not any(name == "update" and line <= call.lineno for line, name in calls):
             return False
-        return any(m.startswith("torchmetrics") for m in self.modules.values()) or any(
-            name == "reset" and line >= call.lineno for line, name in calls)
+        return self._imports("torchmetrics") or any(name == "reset" and line >= call.lineno for line, name in calls)
 
     def _in_autograd_function(self, node: ast.AST) -> bool:
         """Is this inside a method of a ``torch.autograd.Function`` subclass (icefall's scaling.py: a backward
@@ -1839,7 +1819,11 @@ class SourceFacts:
 
     def _uses_lightning(self) -> bool:
         """Does this file import Lightning (``pytorch_lightning``, ``lightning``, ``lightning.pytorch``)?"""
-        return any(m.split(".")[0] in ("pytorch_lightning", "lightning") for m in self.modules.values())
+        return self._imports("pytorch_lightning", "lightning")
+
+    def _imports(self, *packages: str) -> bool:
+        """Does this file import one of these top-level packages (or a module of one)?"""
+        return any(m.split(".")[0] in packages for m in self.modules.values())
 
     def _in_lightning_hook(self, call: ast.Call) -> bool:
         """Is this in a hook (``on_*``) of a Lightning ``Callback`` or ``LightningModule``? Lightning calls hooks on
@@ -3309,3 +3293,22 @@ class SourceFacts:
                 if len(defaults) == 1:
                     return self.seconds(defaults[0], _depth + 1)
         return None
+
+
+def _returns_false_without(fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> bool:
+    """Does ``fn`` begin (after guards that return False, before any other statement) with ``if not param: return
+    False`` or ``if not (... or param): return False``?"""
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue   # the docstring
+        if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1
+                and isinstance(stmt.body[0], ast.Return) and isinstance(stmt.body[0].value, ast.Constant)
+                and stmt.body[0].value.value in (False, None, 0)):
+            return False   # (a guard that returns False before it, `if not interval: return False`, is fine)
+        test = stmt.test
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = test.operand
+            terms = inner.values if isinstance(inner, ast.BoolOp) and isinstance(inner.op, ast.Or) else [inner]
+            if any(isinstance(t, ast.Name) and t.id == param for t in terms):
+                return True
+    return False
