@@ -725,6 +725,33 @@ def _no_shard_gradients(f: SourceFacts, stmt: ast.If) -> bool:
     return fn is not None and (f.partitioned or bool(_LOCAL_SHARD.search(ast.unparse(fn))))
 
 
+def _tests_shard_pieces(f: SourceFacts, stmt: ast.If) -> str:
+    """Megatron-LM's ``calc_params_l2_norm`` (commit 90f39a3, collected blind in stop 56): ``if
+    len(sharded_params_data) > 0: all_reduce(...)``, where the list is filled, in a loop over the model's
+    parameters, only with the pieces of sharded main parameters that sit on this rank (``if param.main_param is not
+    None: sharded_params_data.append(...)``) in a function that takes local shards (``to_local_if_dtensor``). A
+    rank whose shards hold none skips the all-reduce. The list's name, or ``""``."""
+    text = ast.unparse(stmt.test)
+    m = re.fullmatch(r"(?:not\s+)?(?:len\((\w+)\)\s*(?:>\s*0|==\s*0|<\s*1|>=\s*1)|(\w+))", text)
+    fn = f.enclosing_function(stmt)
+    if m is None or fn is None or not (f.partitioned or _LOCAL_SHARD.search(ast.unparse(fn))):
+        return ""
+    name = m.group(1) or m.group(2)
+    appends = [c for c in walk_local(fn) if isinstance(c, ast.Call) and dotted(c.func) == f"{name}.append"
+               and c.lineno < stmt.lineno]
+
+    def only_where_held(call: ast.Call) -> bool:
+        # in the body of a test that the piece is on this rank, inside a loop over the model's parameters (OLMo's
+        # lists, filled with a placeholder in the `else:` for a parameter this rank lacks, are as long everywhere)
+        ifs = _enclosing_ifs(f, call)
+        inner = ifs[0] if ifs else None
+        return inner is not None and re.search(r"is not None|shard", ast.unparse(inner.test)) is not None \
+            and any(call in subtree(s) for s in inner.body) and any(
+                isinstance(n, (ast.For, ast.AsyncFor)) and re.search(r"param", ast.unparse(n.iter))
+                and n.lineno < call.lineno <= (n.end_lineno or n.lineno) for n in walk_local(fn))
+    return name if appends and all(only_where_held(c) for c in appends) else ""
+
+
 def _tests_bool_parameters(f: SourceFacts, stmt: ast.If) -> bool:
     """Does the test read only parameters of its function typed ``bool`` or defaulting to ``True``/``False``
     (bergson's ``if not per_token: ... return``, with ``per_token: bool``), or only settings its object was built
@@ -878,6 +905,10 @@ _FILE_TEST = re.compile(r"(?<![\w])(os\.path\.(exists|isfile|isdir|lexists)\(|(g
 
 
 #: a path named for a checkpoint, or for a file a run prepares once
+#: a hook run at each checkpoint save while the job trains (Lightning's ``on_save_checkpoint``)
+_SAVE_HOOK = re.compile(r"^on_\w*(save|checkpoint)")
+#: the path of a checkpoint the job has just written
+_SAVED_PATH = re.compile(r"(?i)ckpt|checkpoint|best_model|model_path")
 _CHECKPOINT_NAME = re.compile(r"(?i)ckpt|checkpoint|resume|pretrain|weights?\b|\.pth?\b|safetensors|state_dict|cache|"
                               r"download|lexicon|vocab|manifest|prepare")
 
@@ -1099,7 +1130,7 @@ class _RankWalk:
                 kept = _without_shared(text)
                 if where is None and (_DATA_NAME.search(kept) and _LOCAL_COUNT_TEST.search(kept)
                                       or _nan_flag(f, stmt) is not None or _counts_derived_data(f, stmt) is not None
-                                      or _modality_test(stmt.test)):
+                                      or _modality_test(stmt.test) or _tests_shard_pieces(f, stmt)):
                     self.data_branch(stmt)
                 elif where is None and _reads_files(f, stmt.test):
                     self.file_branch(stmt)
@@ -1192,7 +1223,7 @@ class _RankWalk:
                 or ours and not site.reaches and _sharded_alike_elsewhere(self.f, call, cond):
             return
         if _mirrored_at_exit(self.f, call, line) or _within_stages(self.f, call, line) \
-                or _paired_with_early_exit(self.f, call, line) \
+                or _over_the_tested_group(self.f, call, line) or _paired_with_early_exit(self.f, call, line) \
                 or any(_holds_on_no_rank(self.f, i.test) for i in _enclosing_ifs(self.f, call)):
             return
         extra = ""
@@ -1387,10 +1418,15 @@ class _RankWalk:
         if holds == "does not hold" and len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If):
             return   # an `elif`: its own test is walked as an `if`
         modality = _modality_test(stmt.test)
-        if not _tests_local_data(self.f, stmt) and _counts_derived_data(self.f, stmt) is None and not modality:
+        pieces = _tests_shard_pieces(self.f, stmt)
+        if not _tests_local_data(self.f, stmt) and _counts_derived_data(self.f, stmt) is None and not modality \
+                and not pieces:
             return
         flag = _nan_flag(self.f, stmt)
         origin = "" if flag is None else f" (set from `{_cond_text(flag.value)}` at line {flag.lineno})"
+        if pieces and not origin:
+            origin = f" (whether `{pieces}` holds any of the pieces of sharded parameters that sit on this rank: " \
+                     f"the layout of the shards decides, and it differs per rank)"
         if modality and not origin:
             origin = f" (whether its batch holds `{modality}`: in a set that mixes text-only samples with others, " \
                      f"it differs per rank)"
@@ -1473,7 +1509,10 @@ class _RankWalk:
         written = next((c for s in later for c in subtree(s) if isinstance(c, ast.Call)
                         and _WRITES & set(_parts(call_name(c)[1]))
                         and any(ast.unparse(a) in tested for a in [*c.args, *(k.value for k in c.keywords)])), None)
-        site = self.f.first_collective(later) if written is not None else None
+        if written is None:
+            self._returns_on_a_checkpoint_just_saved(stmt, later)
+            return
+        site = self.f.first_collective(later)
         if site is None or _point_to_point(site):
             return
         # a collective or a training run between the test and the write: every rank has tested before the main rank
@@ -1490,6 +1529,28 @@ class _RankWalk:
             f"and never join the collective the others wait in",
             fix="test on one rank and share the answer, so that every rank takes the same branch: "
                 "`if nccl_workbook.fixes.any_rank(path.is_file()):`, or meet the collective before returning"))
+
+    def _returns_on_a_checkpoint_just_saved(self, stmt: ast.If, later: list[ast.stmt]) -> None:
+        """NeMo's ``NeMoModelCheckpoint.on_save_checkpoint`` (PR 14380, collected blind in stop 55): ``if not
+        os.path.exists(best_model_path): return``, then a barrier. The hook runs at every save, right after the
+        checkpoint was written (by rank 0, or by the strategy): a rank that looks before the file is visible on
+        its node returns and skips the barrier the others wait in."""
+        fn = self.f.enclosing_function(stmt)
+        if fn is None or not _SAVE_HOOK.search(fn.name) or not _SAVED_PATH.search(ast.unparse(stmt.test)):
+            return
+        site = self.f.first_collective(later)
+        if site is None or _point_to_point(site):
+            return
+        self.out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, stmt.body[-1].lineno,
+            f"`return` when `{_cond_text(stmt.test)}` (line {stmt.lineno}) skips {site.label} at {site.at}: "
+            f"`{fn.name}` runs at each save, just after the checkpoint is written, and each rank tests the file "
+            f"system at its own moment and on its own node, so a rank that looks before the new file is visible "
+            f"there returns early",
+            why="the ranks that returned never join the collective; the others wait in it until the process-group "
+                "timeout",
+            fix="meet the collective before testing (a barrier after the save), or test on one rank and share the "
+                "answer: `if not nccl_workbook.fixes.any_rank(os.path.exists(path)): return`"))
 
     def early_exit(self, stmt: ast.If) -> None:
         """``break`` on some ranks, or leaving early on a per-rank data condition, before a collective."""
@@ -2191,6 +2252,36 @@ def _within_stages(f: SourceFacts, call: ast.Call, line: int) -> bool:
         or f.external(*call_name(call)) is not None
     return own or any(kw.arg in ("group", "process_group", "pg") for kw in call.keywords) \
         or any("group" in ast.unparse(a).lower() for a in call.args[1:])
+
+
+def _over_the_tested_group(f: SourceFacts, call: ast.Call, line: int) -> bool:
+    """Megatron-core's ``if get_pg_size(embd_group) > 1 and dist.get_rank() in
+    dist.get_process_group_ranks(embd_group): ... all_reduce(grad, group=embd_group)`` and Megatron's ``if
+    mpu.is_rank_in_position_embedding_group() and args.pipeline_model_parallel_split_rank is not None:
+    all_reduce(..., group=mpu.get_position_embedding_group())`` (blind collection of stop 56, false): the test
+    asks whether this rank is a member of the group the collective runs over, and its other terms read sizes and
+    settings, so exactly the group's members make the call."""
+    stmt = next((i for i in _enclosing_ifs(f, call) if i.lineno == line), None)
+    if stmt is None:
+        return False
+    given = next((kw.value for kw in call.keywords if kw.arg in ("group", "process_group", "pg")), None)
+    if given is None:
+        return False
+    terms = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.And) else [stmt.test]
+    member = False
+    for term in terms:
+        if isinstance(term, ast.Compare) and len(term.ops) == 1 and isinstance(term.ops[0], ast.In) \
+                and f.is_rank_value(term.left):
+            group = _group_of_ranks(f, stmt, term.comparators[0])
+            member = member or group is not None and dotted(group) == dotted(given)
+        elif isinstance(term, ast.Call) and (m := re.fullmatch(r"is_rank_in_(\w+)_group", call_name(term)[1])):
+            member = member or isinstance(given, ast.Call) and call_name(given)[1] == f"get_{m.group(1)}_group"
+        elif isinstance(term, ast.Compare) and len(term.ops) == 1 and isinstance(term.ops[0], (ast.Is, ast.IsNot)) \
+                and _const(term.comparators[0]) is None:
+            continue   # whether a setting was given (`split_rank is not None`), not this rank's value
+        elif any(isinstance(n, (ast.Call, ast.Attribute, ast.Name)) and f.is_rank_value(n) for n in subtree(term)):
+            return False
+    return member
 
 
 def _point_to_point(site: Site) -> bool:
@@ -3135,6 +3226,13 @@ def _floor_split(value: ast.AST) -> bool:
 _OWN_CHECKPOINT = re.compile(r"(?i)ckpt|checkpoint|resume|state_dict")
 
 
+#: why a share of Accelerate's ``split_between_processes`` can differ in length, and the fix
+_SPLIT_WHY = ("Accelerate's `split_between_processes` gives the first ranks one item more when the count does not "
+              "divide by the number of processes (unless `apply_padding=True`)")
+_SPLIT_FIX = ("move the collective out of the loop (gather once after it), or split with `apply_padding=True` (every "
+              "rank gets as many items; drop the padded copies after gathering)")
+
+
 def _uneven_names(f: SourceFacts) -> dict[str, str]:
     """Variables holding a per-rank share of the data whose length can differ between ranks, each with why when
     a call says so (a helper left without its group: :func:`_count_left_unagreed`), else ``""``."""
@@ -3247,6 +3345,12 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 name = dotted(n.func)
                 if _UNEVEN_SAMPLER.search(name):   # first: SequentialDistributedSampler is not padded
                     return True
+                if name.rsplit(".", 1)[-1] == "split_between_processes" and not any(
+                        kw.arg == "apply_padding" and _const(kw.value) is True for kw in n.keywords):
+                    # EasyAnimate's captioner (commit f36c4ba, collected blind in stop 56): `with
+                    # state.split_between_processes(video_path_list) as part:`, unpadded by default
+                    because[0] = _SPLIT_WHY
+                    return True
                 if token_batches(n, scope):
                     because[0] = ""
                     return True
@@ -3357,6 +3461,14 @@ def _uneven_names(f: SourceFacts) -> dict[str, str]:
                 # `epochs, rank = opt.epochs, opt.global_rank` (YOLOv7): each name gets its own value
                 assigns += [([key(n, scope) for n in target_names(te)], ve, scope, node.lineno)
                             for te, ve in assigned_pairs(t, node.value)]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            # `with accelerator.split_between_processes(prompts) as part:`: the name holds what the context gives
+            fn = f.enclosing_function(node)
+            scope = fn.name if fn is not None else None
+            assigns += [([key(n, scope) for n in target_names(item.optional_vars)], item.context_expr, scope,
+                         node.lineno) for item in node.items if item.optional_vars is not None
+                        and isinstance(item.context_expr, ast.Call)
+                        and call_name(item.context_expr)[1] == "split_between_processes"]
 
     # what a function hands back (a loader builder's `return DataLoader(ds, sampler=...)`), as its own name
     for node in f.nodes:
@@ -4243,7 +4355,8 @@ def check_uneven_loops(f: SourceFacts) -> list[RawFinding]:
             Rule.UNEVEN_COLLECTIVE_COUNT, site.line,
             f"{site.label} runs once per pass of the loop at line {node.lineno} over `{what}`, a per-rank share whose "
             f"length can differ between ranks" + (f": {left}" if left else ""),
-            fix="give the helper the group named above, so that it agrees the count and every rank runs the loop "
+            fix=_SPLIT_FIX if left == _SPLIT_WHY else
+                "give the helper the group named above, so that it agrees the count and every rank runs the loop "
                 "the same number of times" if left else ""))
     out += _schedules_over_a_share(f, uneven)
     out += _uneven_training_samplers(f)
@@ -5308,6 +5421,7 @@ def _wait_why(f: SourceFacts) -> str:
 def _pg_timeout_in(f: SourceFacts, names: tuple[str, ...],
                    where: str = "") -> tuple[tuple[float | None, str] | None, str]:
     backend = "nccl"
+    nccl = False
     at = (lambda line: f"{where}:{line}") if where else (lambda line: f"line {line}")
     made: set[str] = set()                    # `init_handler = InitProcessGroupKwargs()` ...
     set_later: list[ast.Assign] = []          # ... `init_handler.timeout = timedelta(seconds=5400)` (PixArt)
@@ -5339,6 +5453,13 @@ def _pg_timeout_in(f: SourceFacts, names: tuple[str, ...],
             for kw in node.keywords:
                 if kw.arg in ("backend", "dist_backend") and isinstance(kw.value, ast.Constant) and kw.value.value == "gloo":
                     backend = "gloo"
+            # one call for each platform (MB-iSTFT-VITS2: `if os.name == 'nt': ...(backend='gloo') else:
+            # ...(backend='nccl')`, held-out round 123): a GPU job on Linux runs the NCCL one
+            nccl = nccl or any(isinstance(a, ast.Constant) and a.value == "nccl"
+                               for a in [*node.args[:1], *(k.value for k in node.keywords if k.arg in ("backend",
+                                                                                                    "dist_backend"))])
+    if nccl and backend == "gloo":
+        backend = "nccl"
     for node in set_later:
         for t in node.targets:
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in made:
@@ -5505,12 +5626,127 @@ def check_dummy_forwards(f: SourceFacts) -> list[RawFinding]:
     return out
 
 
+def _shards_in_project(f: SourceFacts) -> bool:
+    """Does this file, or a file the lint reads with it (named, or imported by a named one), say the model may
+    run sharded (DeepSpeed, FSDP, ZeRO-3)? A model's file seldom says so itself: its trainer does."""
+    return f.may_shard or f.project is not None and any(g.may_shard for g in f.project.checked())
+
+
+def _model_method(f: SourceFacts, fn: ast.AST | None) -> ast.ClassDef | bool:
+    """The class of a method, True for a function of the module written to be patched in as one (its first
+    parameter ``self``: Qwen-VL-Series-Finetune's ``qwen2_5_mixed_modality_forward(self, ...)``), else False."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    owner = f.parents.get(id(fn), (None, None, None))[2]
+    if isinstance(owner, ast.ClassDef):
+        return owner
+    return bool(fn.args.args) and fn.args.args[0].arg == "self"
+
+
+def _submodule_calls(cls: ast.ClassDef | bool, body: list[ast.stmt]) -> list[tuple[ast.Call, str]]:
+    """The calls of a submodule of the model in a block: ``self.visual(pixel_values)`` (``visual`` not a method
+    of the class), or a method of the class that makes one (``self._encode_images(images)``, whose body calls
+    ``self.vision(...)``), each with the submodule's name."""
+    methods = {d.name: d for d in cls.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))} \
+        if isinstance(cls, ast.ClassDef) else {}
+
+    def submodule(call: ast.Call) -> str:
+        name = re.sub(r"\.forward$", "", dotted(call.func))
+        parts = name.split(".")
+        return name if len(parts) == 2 and parts[0] == "self" and parts[1] not in methods else ""
+
+    out = []
+    for stmt in body:
+        for call in (n for n in walk_local(stmt) if isinstance(n, ast.Call)):
+            if submodule(call):
+                out.append((call, submodule(call)))
+            elif (m := dotted(call.func)).startswith("self.") and m[5:] in methods:
+                # the first it runs: by line, and the innermost of a line (``self.connector(self.vision(x))``)
+                inner = min(((c.lineno, -c.col_offset, submodule(c)) for c in walk_local(methods[m[5:]])
+                             if isinstance(c, ast.Call) and submodule(c)), default=(0, 0, ""))[2]
+                if inner:
+                    out.append((call, inner))
+    return out
+
+
+def _discarded_dummies(f: SourceFacts, stmt: ast.If, side: list[ast.stmt], modules: set[str],
+                       held: str) -> list[RawFinding]:
+    """Qwen-VL-Series-Finetune (issue 57, collected blind in stop 55): ``else: self.visual(dummy_pixel,
+    grid_thw=dummy_grid)`` on the text-only side, its output thrown away. The dummy's forward makes the
+    encoder's all-gathers, but nothing of it reaches the loss, so its backward (the gradients' reduce-scatter
+    under ZeRO-3 or FSDP) runs only on the ranks whose batch has images."""
+    other = stmt.orelse if side is stmt.body else stmt.body
+    cls = _model_method(f, f.enclosing_function(stmt))
+    out = []
+    for s in other:
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            hit = next((m for c, m in _submodule_calls(cls, [s]) if c is s.value and m in modules), "")
+            if hit:
+                out.append(RawFinding(
+                    Rule.UNEVEN_COLLECTIVE_COUNT, s.lineno,
+                    f"the dummy call of `{hit}` where this rank's micro-batch lacks `{held}` (the other side of "
+                    f"line {stmt.lineno}) throws its output away: its forward makes the encoder's all-gathers, but "
+                    f"nothing of it reaches the loss, so under ZeRO-3 or FSDP (this project shards its model) the "
+                    f"encoder's backward, a gather of its parameters and a reduce-scatter of their gradients, runs "
+                    f"only on the ranks whose batch has `{held}`",
+                    why="the ranks that run the encoder's backward wait in its collectives for ranks that never "
+                        "come, until the process-group timeout",
+                    fix="add the dummy's output times zero to the embeddings (`inputs_embeds = inputs_embeds + "
+                        "out.sum() * 0`), so that its backward runs on every rank"))
+    return out
+
+
+def check_modality_forwards(f: SourceFacts) -> list[RawFinding]:
+    """A multimodal model's forward that runs its vision (or video, audio) encoder only where this rank's batch
+    holds images, in a project that shards its model (FSDP, ZeRO-3): the encoder's forward all-gathers its
+    parameters and its backward reduce-scatters their gradients, so a rank whose micro-batch is text-only skips
+    collectives the ranks with images make (OLMo-core's Molmo2, commit 58f47ff; prime-rl's Qwen3.5-MoE VLM,
+    commit c52ebcc; both collected blind, stops 52 and 53). A file that covers the text-only side with a dummy
+    call of the encoder is :func:`check_dummy_forwards`'s."""
+    if not _shards_in_project(f):
+        return []
+    out: list[RawFinding] = []
+    for stmt in f.nodes:
+        if not isinstance(stmt, ast.If) or not (held := _modality_test(stmt.test)):
+            continue
+        present, _ = _is_none_terms(stmt.test, negated=True)
+        absent, _ = _is_none_terms(stmt.test, negated=False)
+        side = stmt.body if present or not absent else stmt.orelse
+        fn = f.enclosing_function(stmt)
+        cls = _model_method(f, fn)
+        if not side or not cls or _exits(side):
+            continue
+        calls = _submodule_calls(cls, side)
+        if not calls:
+            continue
+        # the encoder run elsewhere in the function too (a dummy on the text-only side): not skipped
+        inside = {id(n) for s in side for n in walk_local(s)}
+        elsewhere = {name for call, name in _submodule_calls(cls, fn.body) if id(call) not in inside}
+        call, module = next(((c, m) for c, m in calls if m not in elsewhere), (None, ""))
+        if call is None:
+            out += _discarded_dummies(f, stmt, side, {m for _c, m in calls}, held)
+            continue
+        out.append(RawFinding(
+            Rule.UNEVEN_COLLECTIVE_COUNT, call.lineno,
+            f"`{module}` (the model's encoder) runs only where `{_cond_text(stmt.test)}` (line {stmt.lineno}): "
+            f"whether this rank's micro-batch holds `{held}`. The project shards its model (FSDP or ZeRO-3), so "
+            f"the encoder's forward all-gathers its parameters and its backward reduce-scatters their gradients: "
+            f"in a set that mixes text-only samples with others, a rank whose micro-batch has none skips those "
+            f"collectives",
+            why=_DATA_SKIP_WHY,
+            fix=f"run `{module}` on every rank: where the batch lacks `{held}`, run it on a small dummy input and add "
+                f"its output times zero to the embeddings (`embeds = embeds + out.sum() * 0`), so that its "
+                f"parameters join the backward too"))
+    return out
+
+
 CHECKS: tuple[Callable[[SourceFacts], list[RawFinding]], ...] = (
     check_rank_branches,
     check_main_first,
     check_uneven_loops,
     check_discarded_agreement,
     check_dummy_forwards,
+    check_modality_forwards,
     check_exceptions,
     check_noop_settings,
     check_loader_timeouts,

@@ -363,6 +363,14 @@ def _abstract(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return True
 
 
+def _previews_one_batch(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Does the function walk its data only for the first batch: every loop of it a loop over a loader whose body
+    ends in an unconditional ``break`` (``for batch in eval_loader: x = batch[:1]; break``)?"""
+    loops = [n for n in walk_local(fn) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
+    return bool(loops) and all(isinstance(n, (ast.For, ast.AsyncFor)) and LOOP_DATA.search(ast.unparse(n.iter))
+                               and isinstance(n.body[-1], ast.Break) and not n.orelse for n in loops)
+
+
 def _light(site: Site) -> bool:
     """An upload, or a plot that is only a plot (``plot_spectrogram_to_numpy``; SlowFast's ``plot_eval``, which
     draws hundreds of figures over the whole evaluation, is evaluation work)."""
@@ -1595,6 +1603,13 @@ class SourceFacts:
             return Site(line, label)
         if name in UNAMBIGUOUS_METHODS and not recv and name in self.imported:
             return Site(line, label)
+        if name in ("save_optimizer", "load_optimizer") and recv.rsplit(".", 1)[-1] == "booster" \
+                and self._imports("colossalai"):
+            # Open-Sora's VAE training (commit c83ee95, collected blind in stop 56): `booster.save_optimizer(...)`
+            # under `if coordinator.is_master():`, the others in the barrier after it
+            return Site(line, f"{label} (ColossalAI's Booster: under its ZeRO, Gemini and hybrid-parallel plugins the "
+                              f"optimizer state is sharded over the ranks, and saving it gathers the shards from "
+                              f"every rank)", kind="gathers shards")
         if recv and name in AMBIGUOUS_METHODS:
             low = recv.lower()
             if name in ("save_checkpoint", "load_checkpoint"):
@@ -2754,6 +2769,11 @@ class SourceFacts:
             if LONG_PARTS.intersection(_parts(name)) and not _log_line_name(name) and not _lookup_name(name) \
                     and not _small_save_name(name) and not _listing_name(name):
                 if not self._writes_metadata_only(fn) and not self._only_light_calls(fn):
+                    if _previews_one_batch(fn):
+                        # MB-iSTFT-VITS2's evaluate() (held-out round 123, false): the first batch of the loader,
+                        # cut to one utterance and synthesised once, for TensorBoard: seconds, weighed as a plot is
+                        found = Site(fn.lineno, f"{name}() (one batch of its loader: a preview)", "plot")
+                        break
                     found = Site(fn.lineno, f"{name}()", "small save" if self._picks_trained_tensors(fn)
                                  else self._named_save_kind(name, fn))
                     break

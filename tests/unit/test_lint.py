@@ -6980,3 +6980,191 @@ def test_a_predicate_handed_the_rank_flag_that_is_false_without_it() -> None:
     assert found(src.format(flag="is_master", handed="is_master")) == [(15, "collective-in-rank-branch")]
     assert found(src.format(flag="is_master", handed="True")) == []
     assert found(src.format(flag="interval", handed="is_master")) == []
+
+
+def test_a_sharded_model_s_encoder_run_only_where_the_batch_holds_images() -> None:
+    """OLMo-core's Molmo2 (commit 58f47ff, collected blind in stop 52) and prime-rl's Qwen3.5-MoE VLM (commit c52ebcc,
+    stop 53): the forward runs the vision encoder only `if pixel_values is not None`, in a project that shards the
+    model: a rank whose micro-batch is text-only skips the encoder's all-gathers. Qwen-VL-Series-Finetune (issue 57,
+    stop 55): the text-only side runs a dummy but throws its output away, so only the backward parts the ranks."""
+    model = textwrap.dedent("""\
+        class VLM(torch.nn.Module):
+            def _encode(self, images):
+                return self.connector(self.vision(images))
+
+            def forward(self, input_ids, pixel_values=None, images=None):
+                embeds = self.embed_tokens(input_ids)
+                if pixel_values is not None:
+                    image_embeds = self.visual(pixel_values)
+                    embeds = embeds.masked_scatter(input_ids == 1, image_embeds)
+                if images is not None:
+                    embeds = embeds + self._encode(images)
+                return self.language_model(embeds)
+        """)
+    sharded = HEAD + "from torch.distributed.fsdp import fully_shard\n" + model
+    report = lint_source(sharded)
+    assert [(f.line, f.rule.value) for f in report] == [(11, "uneven-collective-count"),
+                                                        (14, "uneven-collective-count")]
+    assert "`self.visual` (the model's encoder) runs only where `pixel_values is not None` (line 10)" \
+        in report[0].message
+    assert "`self.vision`" in report[1].message and "dummy input" in report[0].fix
+    # a project that does not shard its model (DDP, one GPU): the forward is this rank's own
+    assert found(HEAD + model) == []
+    # the fix: a dummy on the text-only side whose output joins the embeddings
+    fixed = sharded.replace("            embeds = embeds.masked_scatter(input_ids == 1, image_embeds)\n",
+                            "            embeds = embeds.masked_scatter(input_ids == 1, image_embeds)\n"
+                            "        else:\n            embeds = embeds + self.visual(self.dummy).sum() * 0\n")
+    assert fixed != sharded and found(fixed) == [(16, "uneven-collective-count")]
+    # the dummy with its output thrown away: the forward pairs, the backward does not
+    dropped = fixed.replace("embeds = embeds + self.visual(self.dummy).sum() * 0", "self.visual(self.dummy)")
+    assert found(dropped) == [(14, "uneven-collective-count"), (16, "uneven-collective-count")]
+    assert "throws its output away" in lint_source(dropped)[0].message
+    # the same patched in as a function of the module (`def forward(self, ...)` outside a class)
+    patched = dropped.replace("class VLM(torch.nn.Module):\n", "if True:\n")
+    assert (14, "uneven-collective-count") in found(patched)
+
+
+def test_a_save_hook_that_returns_when_the_new_checkpoint_is_not_there_yet() -> None:
+    """NeMo's NeMoModelCheckpoint.on_save_checkpoint (PR 14380, collected blind in stop 55): each rank tests for the
+    best checkpoint just written, and a rank that does not see it yet returns before the barrier."""
+    src = HEAD + textwrap.dedent("""\
+        import os
+        class Saver(ModelCheckpoint):
+            def {name}(self, trainer, pl_module, checkpoint):
+                output = super().on_save_checkpoint(trainer, pl_module, checkpoint)
+                if not os.path.exists({path}):
+                    return
+                pl_module.load_state_dict(torch.load({path}))
+                dist.barrier()
+                pl_module.save_to(self.nemo_path)
+                return output
+        """)
+    report = lint_source(src.format(name="on_save_checkpoint", path="self.best_model_path"))
+    assert [(f.line, f.rule.value) for f in report] == [(8, "uneven-collective-count")]
+    assert "`on_save_checkpoint` runs at each save" in report[0].message and "any_rank" in report[0].fix
+    # a file looked for once, before training (a resume), or a path that names no checkpoint: no report
+    assert found(src.format(name="setup", path="self.best_model_path")) == []
+    assert found(src.format(name="on_save_checkpoint", path="self.vocab_file")) == []
+
+
+def test_held_out_round_123_false_reports() -> None:
+    """MB-iSTFT-VITS2's train.py (held-out round 123): evaluate() on rank 0 takes the first batch of its loader, cut
+    to one utterance, and synthesises it once for TensorBoard (seconds); and the job's group is NCCL on Linux, the
+    gloo call being the Windows one."""
+    src = HEAD + textwrap.dedent("""\
+        import os
+        def evaluate(generator, eval_loader, writer):
+            generator.eval()
+            with torch.no_grad():
+                for batch_idx, (x, y) in enumerate(eval_loader):
+                    x = x[:1]
+                    {last}
+            y_hat = generator.module.infer(x, max_len=1000)
+            writer.add_audio("gen", y_hat[0])
+
+        def run(rank, model, loader, eval_loader, writer):
+            if os.name == 'nt':
+                dist.init_process_group(backend='gloo', rank=rank)
+            else:
+                dist.init_process_group(backend='nccl', rank=rank)
+            model = torch.nn.parallel.DistributedDataParallel(model)
+            for x, y in loader:
+                model(x).sum().backward()
+                if rank == 0:
+                    evaluate(model, eval_loader, writer)
+        """)
+    assert found(src.format(last="break")) == []
+    # the whole loader walked: an evaluation, long work while the others wait in the next step's all-reduce
+    report = lint_source(src.format(last="generator(x)"))
+    assert [(f.line, f.rule.value) for f in report] == [(22, "rank0-long-work-before-collective")]
+    assert "10 min by default for NCCL" in report[0].message
+    assert "GLOO" not in report[0].message
+
+
+def test_a_collective_over_the_group_the_test_asks_this_rank_to_be_in() -> None:
+    """Megatron-core's embedding all-reduce and Megatron's position-embedding one (blind collection of stop 56,
+    false): the test asks whether this rank is a member of the group the collective runs over; other terms read
+    sizes and settings. A term that reads this rank's own index still makes it a rank test."""
+    src = HEAD + textwrap.dedent("""\
+        def allreduce_embedding_grad(model, embd_group, args):
+            if get_pg_size(embd_group) > 1 and dist.get_rank() in dist.get_process_group_ranks(embd_group){extra}:
+                grad = model.weight.main_grad
+                dist.all_reduce(grad, group=embd_group)
+
+        def sync_position_embeddings(model, args):
+            if mpu.is_rank_in_position_embedding_group() and args.pipeline_model_parallel_split_rank is not None{extra}:
+                dist.all_reduce(model.position_embeddings.weight.data, group=mpu.get_position_embedding_group())
+        """)
+    assert found(src.format(extra="")) == []
+    assert found(src.format(extra=" and args.rank == 0")) == [(6, "collective-in-rank-branch"),
+                                                              (10, "collective-in-rank-branch")]
+    # over another group than the one the test asks about
+    assert found(src.format(extra="").replace("group=embd_group", "group=dp_group")) == [
+        (6, "collective-in-rank-branch")]
+
+
+def test_a_collective_per_item_of_accelerate_s_split_between_processes() -> None:
+    """EasyAnimate's video captioner (commit f36c4ba, collected blind in stop 56): `with
+    state.split_between_processes(videos) as part:` deals the items out unpadded, so the first ranks get one more,
+    and the loop gathers every `saved_freq` items."""
+    src = textwrap.dedent("""\
+        from accelerate import PartialState
+        from accelerate.utils import gather_object
+        state = PartialState()
+        results = []
+        with state.split_between_processes(videos{pad}) as part:
+            for i, video in enumerate(part):
+                results.append(caption(video))
+                if i % saved_freq == 0:
+                    state.wait_for_everyone()
+                    gathered = gather_object(results)
+        """)
+    report = lint_source(src.format(pad=""))
+    assert [(f.line, f.rule.value) for f in report] == [(9, "uneven-collective-count")]
+    assert "one item more" in report[0].message and "apply_padding=True" in report[0].fix
+    assert found(src.format(pad=", apply_padding=True")) == []
+
+
+def test_colossalai_s_booster_saves_the_optimizer_on_every_rank() -> None:
+    """Open-Sora's VAE training (commit c83ee95, collected blind in stop 56): `booster.save_optimizer(...)` on the
+    master only, under the ZeRO plugin, whose optimizer state is sharded over the ranks."""
+    src = textwrap.dedent("""\
+        import torch.distributed as dist
+        {imp}
+        def save(booster, coordinator, model, optimizer, save_dir):
+            if coordinator.is_master():
+                booster.save_optimizer(optimizer, save_dir + "/optimizer", shard=True)
+            dist.barrier()
+        """)
+    report = lint_source(src.format(imp="from colossalai.booster import Booster"))
+    assert [(f.line, f.rule.value) for f in report] == [(5, "collective-in-rank-branch")]
+    assert "ColossalAI's Booster" in report[0].message
+    # another library's `booster` (a gradient-boosting model's): not ColossalAI's, a save (long work at most)
+    assert found(src.format(imp="import xgboost")) == [(5, "rank0-long-work-before-collective")]
+
+
+def test_a_collective_only_where_this_rank_holds_pieces_of_sharded_parameters() -> None:
+    """Megatron-LM's calc_params_l2_norm (commit 90f39a3, collected blind in stop 56): the list holds only the pieces
+    of sharded main parameters that sit on this rank, and the all-reduce runs only when it is not empty. OLMo's
+    per-parameter metrics (round 58), filled with a placeholder where the rank lacks a parameter, are as long on
+    every rank."""
+    src = HEAD + textwrap.dedent("""\
+        def calc_params_l2_norm(model, group):
+            sharded_params_data = []
+            for param in model.parameters():
+                param = to_local_if_dtensor(param)
+                if getattr(param, 'main_param_sharded', False):
+                    if param.main_param is not None:
+                        sharded_params_data.append(param.main_param)
+                    {other}
+            total = torch.zeros(1)
+            if len(sharded_params_data) > 0:
+                norm = torch.norm(torch.stack(sharded_params_data))
+                dist.all_reduce(norm, group=group)
+                total += norm
+            return total
+        """)
+    report = lint_source(src.format(other=""))
+    assert [(f.line, f.rule.value) for f in report] == [(14, "uneven-collective-count")]
+    assert "pieces of sharded parameters that sit on this rank" in report[0].message
+    assert found(src.format(other="else:\n                        sharded_params_data.append(torch.zeros(1))")) == []
