@@ -267,7 +267,10 @@ _SMALL_FILE_PARTS = frozenset({"config", "configs", "cfg", "args", "hparams", "h
                                "card",   # a model card: the repository's README (finetrainers' save_model_card)
                                "metafile", "statistics", "stats",
                                "json", "yaml", "yml", "txt", "csv", "manifest", "symlink", "info", "readme", "command",
-                               "cmd", "argv", "version"})
+                               "cmd", "argv", "version",
+                               # the project's own source tree copied beside the run (ReMax's `save_code(save_dir)`:
+                               # `shutil.copytree(project_dir, ...)` without outputs and checkpoints; held-out 126)
+                               "code", "source", "sources", "script", "scripts"})
 #: a context manager that holds the calling ranks until something happens elsewhere
 _WAITING = re.compile(r"(^|_)wait(_|$)|_and_wait$|^wait_for_", re.IGNORECASE)
 _SPLIT = re.compile(r"_|(?<=[a-z])(?=[A-Z])")

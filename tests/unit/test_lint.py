@@ -7168,3 +7168,47 @@ def test_a_collective_only_where_this_rank_holds_pieces_of_sharded_parameters() 
     assert [(f.line, f.rule.value) for f in report] == [(14, "uneven-collective-count")]
     assert "pieces of sharded parameters that sit on this rank" in report[0].message
     assert found(src.format(other="else:\n                        sharded_params_data.append(torch.zeros(1))")) == []
+
+
+def test_a_collective_per_key_of_a_module_s_defaultdict_filled_by_what_ran() -> None:
+    """Megatron-LM's dist-checkpointing timers (commit f0e24c0, collected blind in stop 56): `timers =
+    defaultdict(list)`, filled by the `@timed` decorator with the names of the functions this rank ran, then two
+    all-reduces per key: a rank that read no tensor lacks that key."""
+    src = HEAD + textwrap.dedent("""\
+        import time
+        from collections import defaultdict
+        timers = defaultdict(list)
+        def timed(fn):
+            def wrapped(*args, **kwargs):
+                start = time.time()
+                ret = fn(*args, **kwargs)
+                timers[{key}].append(time.time() - start)
+                return ret
+            return wrapped
+        def summarize():
+            for key, times in sorted(timers.items()):
+                total = torch.tensor([sum(times)])
+                dist.all_reduce(total, op=dist.ReduceOp.MAX)
+        """)
+    report = lint_source(src.format(key="fn.__name__"))
+    assert [(f.line, f.rule.value) for f in report] == [(16, "uneven-collective-count")]
+    assert "a dict that wrapped() fills at run time (line 10)" in report[0].message
+    # one fixed key: every rank holds it
+    assert found(src.format(key='"load"')) == []
+
+
+def test_a_value_error_of_a_lone_barrier_is_the_same_on_every_rank() -> None:
+    """cde (held-out round 123): `try: torch.distributed.barrier() except ValueError: pass  # not in DDP`: torch raises
+    it when no process group exists, alike on every rank. Around a step, or another exception, it is still one rank's."""
+    src = HEAD + textwrap.dedent("""\
+        def wait(model, batch):
+            try:
+                {body}
+            except {caught}:
+                pass
+        """)
+    assert found(src.format(body="torch.distributed.barrier()", caught="ValueError")) == []
+    assert found(src.format(body="torch.distributed.barrier()", caught="RuntimeError")) == [
+        (6, "exception-on-one-rank")]
+    assert found(src.format(body="model(batch).sum().backward(); dist.barrier()", caught="ValueError")) == [
+        (6, "exception-on-one-rank")]
