@@ -1521,14 +1521,21 @@ class _RankWalk:
         if site.line < written.lineno or _runs_training(self.f, upto[:-1] + [
                 st for st in ast.iter_child_nodes(upto[-1]) if isinstance(st, ast.stmt) and st.lineno < written.lineno]):
             return
+        self._returns_on_a_file(
+            stmt, site, f", and this function writes that path itself ({dotted(written.func)}() at line "
+                        f"{written.lineno}): each rank tests the file system at its own moment, so the ranks that look "
+                        f"after the first one has written it return early and never join the collective the others "
+                        f"wait in",
+            fix="test on one rank and share the answer, so that every rank takes the same branch: "
+                "`if nccl_workbook.fixes.any_rank(path.is_file()):`, or meet the collective before returning")
+
+    def _returns_on_a_file(self, stmt: ast.If, site: Site, how: str, fix: str, why: str = "") -> None:
+        """The finding of a `return` on a test of the file system that skips ``site``; ``how``: why the ranks
+        see the file differently, said after the collective's place."""
         self.out.append(RawFinding(
             Rule.UNEVEN_COLLECTIVE_COUNT, stmt.body[-1].lineno,
-            f"`return` when `{_cond_text(stmt.test)}` (line {stmt.lineno}) skips {site.label} at {site.at}, and this "
-            f"function writes that path itself ({dotted(written.func)}() at line {written.lineno}): each rank tests the "
-            f"file system at its own moment, so the ranks that look after the first one has written it return early "
-            f"and never join the collective the others wait in",
-            fix="test on one rank and share the answer, so that every rank takes the same branch: "
-                "`if nccl_workbook.fixes.any_rank(path.is_file()):`, or meet the collective before returning"))
+            f"`return` when `{_cond_text(stmt.test)}` (line {stmt.lineno}) skips {site.label} at {site.at}{how}",
+            why=why, fix=fix))
 
     def _returns_on_a_checkpoint_just_saved(self, stmt: ast.If, later: list[ast.stmt]) -> None:
         """NeMo's ``NeMoModelCheckpoint.on_save_checkpoint`` (PR 14380, collected blind in stop 55): ``if not
@@ -1541,16 +1548,14 @@ class _RankWalk:
         site = self.f.first_collective(later)
         if site is None or _point_to_point(site):
             return
-        self.out.append(RawFinding(
-            Rule.UNEVEN_COLLECTIVE_COUNT, stmt.body[-1].lineno,
-            f"`return` when `{_cond_text(stmt.test)}` (line {stmt.lineno}) skips {site.label} at {site.at}: "
-            f"`{fn.name}` runs at each save, just after the checkpoint is written, and each rank tests the file "
-            f"system at its own moment and on its own node, so a rank that looks before the new file is visible "
-            f"there returns early",
+        self._returns_on_a_file(
+            stmt, site, f": `{fn.name}` runs at each save, just after the checkpoint is written, and each rank tests "
+                        f"the file system at its own moment and on its own node, so a rank that looks before the new "
+                        f"file is visible there returns early",
             why="the ranks that returned never join the collective; the others wait in it until the process-group "
                 "timeout",
             fix="meet the collective before testing (a barrier after the save), or test on one rank and share the "
-                "answer: `if not nccl_workbook.fixes.any_rank(os.path.exists(path)): return`"))
+                "answer: `if not nccl_workbook.fixes.any_rank(os.path.exists(path)): return`")
 
     def early_exit(self, stmt: ast.If) -> None:
         """``break`` on some ranks, or leaving early on a per-rank data condition, before a collective."""
