@@ -721,8 +721,18 @@ def _no_shard_gradients(f: SourceFacts, stmt: ast.If) -> bool:
     the graph, the same on every rank (rl_games' ``if not all_grads_list: return``, see :func:`_without_shared`)."""
     if not _NO_GRADIENTS.match(ast.unparse(stmt.test)):
         return False
-    fn = f.enclosing_function(stmt)
-    return fn is not None and (f.partitioned or bool(_LOCAL_SHARD.search(ast.unparse(fn))))
+    return _takes_local_shards(f, f.enclosing_function(stmt))
+
+
+def _takes_local_shards(f: SourceFacts, fn: ast.AST | None) -> bool:
+    """Does the function work on this rank's own pieces of sharded parameters (a DTensor's ``to_local()``, or the
+    file partitions them: FSDP, ZeRO-3)? Found once per function."""
+    if fn is None:
+        return False
+    key = ("local_shards", str(id(fn)))
+    if key not in f.memo:
+        f.memo[key] = f.partitioned or bool(_LOCAL_SHARD.search(ast.unparse(fn)))
+    return bool(f.memo[key])
 
 
 def _tests_shard_pieces(f: SourceFacts, stmt: ast.If) -> str:
@@ -731,14 +741,14 @@ def _tests_shard_pieces(f: SourceFacts, stmt: ast.If) -> str:
     parameters, only with the pieces of sharded main parameters that sit on this rank (``if param.main_param is not
     None: sharded_params_data.append(...)``) in a function that takes local shards (``to_local_if_dtensor``). A
     rank whose shards hold none skips the all-reduce. The list's name, or ``""``."""
-    text = ast.unparse(stmt.test)
-    m = re.fullmatch(r"(?:not\s+)?(?:len\((\w+)\)\s*(?:>\s*0|==\s*0|<\s*1|>=\s*1)|(\w+))", text)
+    m = re.fullmatch(r"(?:not\s+)?(?:len\((\w+)\)\s*(?:>\s*0|==\s*0|<\s*1|>=\s*1)|(\w+))", ast.unparse(stmt.test))
     fn = f.enclosing_function(stmt)
-    if m is None or fn is None or not (f.partitioned or _LOCAL_SHARD.search(ast.unparse(fn))):
+    if m is None or fn is None:
         return ""
     name = m.group(1) or m.group(2)
-    appends = [c for c in walk_local(fn) if isinstance(c, ast.Call) and dotted(c.func) == f"{name}.append"
-               and c.lineno < stmt.lineno]
+    appends = [c for c in _appends_by_name(f, fn).get(name, ()) if c.func.attr == "append" and c.lineno < stmt.lineno]
+    if not appends or not _takes_local_shards(f, fn):
+        return ""
 
     def only_where_held(call: ast.Call) -> bool:
         # in the body of a test that the piece is on this rank, inside a loop over the model's parameters (OLMo's
@@ -749,7 +759,7 @@ def _tests_shard_pieces(f: SourceFacts, stmt: ast.If) -> str:
             and any(call in subtree(s) for s in inner.body) and any(
                 isinstance(n, (ast.For, ast.AsyncFor)) and re.search(r"param", ast.unparse(n.iter))
                 and n.lineno < call.lineno <= (n.end_lineno or n.lineno) for n in walk_local(fn))
-    return name if appends and all(only_where_held(c) for c in appends) else ""
+    return name if all(only_where_held(c) for c in appends) else ""
 
 
 def _tests_bool_parameters(f: SourceFacts, stmt: ast.If) -> bool:
@@ -904,11 +914,11 @@ _FILE_TEST = re.compile(r"(?<![\w])(os\.path\.(exists|isfile|isdir|lexists)\(|(g
                         r"\.(exists|is_file|is_dir)\(\)")
 
 
-#: a path named for a checkpoint, or for a file a run prepares once
 #: a hook run at each checkpoint save while the job trains (Lightning's ``on_save_checkpoint``)
 _SAVE_HOOK = re.compile(r"^on_\w*(save|checkpoint)")
 #: the path of a checkpoint the job has just written
 _SAVED_PATH = re.compile(r"(?i)ckpt|checkpoint|best_model|model_path")
+#: a path named for a checkpoint, or for a file a run prepares once
 _CHECKPOINT_NAME = re.compile(r"(?i)ckpt|checkpoint|resume|pretrain|weights?\b|\.pth?\b|safetensors|state_dict|cache|"
                               r"download|lexicon|vocab|manifest|prepare")
 
@@ -5724,14 +5734,13 @@ def _submodule_calls(cls: ast.ClassDef | bool, body: list[ast.stmt], functions: 
     return out
 
 
-def _discarded_dummies(f: SourceFacts, stmt: ast.If, side: list[ast.stmt], modules: set[str],
-                       held: str) -> list[RawFinding]:
+def _discarded_dummies(f: SourceFacts, stmt: ast.If, side: list[ast.stmt], cls: ast.ClassDef | bool,
+                       modules: set[str], held: str) -> list[RawFinding]:
     """Qwen-VL-Series-Finetune (issue 57, collected blind in stop 55): ``else: self.visual(dummy_pixel,
     grid_thw=dummy_grid)`` on the text-only side, its output thrown away. The dummy's forward makes the
     encoder's all-gathers, but nothing of it reaches the loss, so its backward (the gradients' reduce-scatter
     under ZeRO-3 or FSDP) runs only on the ranks whose batch has images."""
     other = stmt.orelse if side is stmt.body else stmt.body
-    cls = _model_method(f, f.enclosing_function(stmt))
     out = []
     for s in other:
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
@@ -5780,7 +5789,7 @@ def check_modality_forwards(f: SourceFacts) -> list[RawFinding]:
         elsewhere = {name for call, name in _submodule_calls(cls, fn.body, f.functions) if id(call) not in inside}
         call, module = next(((c, m) for c, m in calls if m not in elsewhere), (None, ""))
         if call is None:
-            out += _discarded_dummies(f, stmt, side, {m for _c, m in calls}, held)
+            out += _discarded_dummies(f, stmt, side, cls, {m for _c, m in calls}, held)
             continue
         if not direct:
             continue
